@@ -1,0 +1,27 @@
+# The two commands: `make serve` and `make test`. Each sets up .venv when it is missing or
+# older than pyproject.toml, so a fresh machine needs nothing else.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test bench setup clean
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+serve: $(STAMP)
+	$(VENV)/bin/kinesim serve $(ARGS)
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(VENV)/bin/python bench/run.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) .kinesim .pytest_cache

@@ -1,0 +1,67 @@
+"""The `kinesim` command."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .config import Settings
+
+DESCRIPTION = """\
+kinesim: a local, durable emulator of AWS Kinesis Data Streams (and, as it grows, the rest of
+the streaming stack) that boto3, the AWS CLI and other AWS SDKs use unchanged.
+
+Point a client at it:
+  aws --endpoint-url http://localhost:4566 kinesis list-streams
+  AWS_ENDPOINT_URL=http://localhost:4566 python my_producer.py
+"""
+
+
+def _serve_parser(sub: argparse._SubParsersAction) -> None:
+    d = Settings()
+    p = sub.add_parser(
+        "serve", help="run the server (HTTP/1.1 and HTTP/2 on one port)",
+        description="Run the kinesim server in the foreground until Ctrl-C / SIGTERM. Data written to "
+                    "--data-dir survives restarts and crashes: every acknowledged write is committed first.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--host", default=d.host, help="address to listen on")
+    p.add_argument("--port", type=int, default=d.port, help="port to listen on (4566 is the usual local AWS port)")
+    p.add_argument("--data-dir", default=d.data_dir, help="where streams and records are stored")
+    p.add_argument("--in-memory", action="store_true", help="keep nothing after exit (no --data-dir)")
+    p.add_argument("--create-stream-ms", type=int, default=d.create_stream_ms,
+                   help="how long a new stream stays CREATING (0: ACTIVE at once)")
+    p.add_argument("--delete-stream-ms", type=int, default=d.delete_stream_ms,
+                   help="how long a deleted stream stays DELETING")
+    p.add_argument("--update-stream-ms", type=int, default=d.update_stream_ms,
+                   help="how long a stream stays UPDATING after resharding or a settings change")
+    p.add_argument("--shard-limit", type=int, default=d.shard_limit, help="open shards allowed in the account")
+    p.add_argument("--region", default=d.region, help="region used in ARNs")
+    p.add_argument("--account-id", default=d.account_id, help="account id used in ARNs and messages")
+    p.add_argument("--enforce-limits", action="store_true",
+                   help="apply AWS's per-shard throughput limits (1 MiB/s or 1000 records/s in, 2 MiB/s and "
+                        "5 GetRecords/s out): excess calls get ProvisionedThroughputExceededException")
+    p.add_argument("--log-level", default=d.log_level, choices=["debug", "info", "warning", "error"])
+    p.add_argument("--iterator-ttl", type=float, default=d.iterator_ttl_s, dest="iterator_ttl_s",
+                   help="seconds before a shard iterator expires (AWS: 300); for testing expiry")
+    p.add_argument("--retention-sweep", type=float, default=d.retention_sweep_s, dest="retention_sweep_s",
+                   help="seconds between deletions of records past retention")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kinesim", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _serve_parser(sub)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "serve":
+        from .server import serve
+        opts = {k: v for k, v in vars(args).items() if k != "command"}
+        settings = Settings(**opts)
+        logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                            stream=sys.stderr)
+        serve(settings)
+        return 0
+    return 2

@@ -1,0 +1,153 @@
+"""The edge: one WSGI app on one port, routing each request to its service.
+
+JSON-protocol calls (an `X-Amz-Target` header) take a lean path straight to the service: it is
+the data plane's hot path and Flask's per-request machinery would double its cost. Everything
+else (health, and the REST services later) goes to the Flask app.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Callable, Iterable
+
+from flask import Flask, jsonify
+
+from .config import Settings
+from .kinesis.retention import Sweeper
+from .kinesis.service import KinesisService
+from .protocol import auth, codec
+from .protocol.errors import AwsError
+from .store import Store
+
+log = logging.getLogger("kinesim.edge")
+
+MAX_REQUEST_BYTES = 7 * 1024 * 1024  # what AWS's Kinesis front end accepts (as kinesalite measured)
+JSON_TYPES = ("application/x-amz-json-1.1", "application/json")
+CBOR_TYPE = "application/x-amz-cbor-1.1"
+
+
+class StreamingResponse:
+    """An operation's answer that is a stream of bytes (SubscribeToShard's event stream)."""
+
+    def __init__(self, chunks: Iterable[bytes], content_type: str = "application/vnd.amazon.eventstream"):
+        self.chunks, self.content_type = chunks, content_type
+
+
+class Edge:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.store = Store(None if settings.in_memory else settings.data_dir)
+        self.kinesis = KinesisService(settings, self.store)
+        self.services: dict[str, Any] = {self.kinesis.target_prefix: self.kinesis}
+        self.flask = self._flask_app()
+        self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
+        self.sweeper.start()
+
+    def close(self) -> None:
+        self.sweeper.stop()
+        self.store.close()
+
+    def _flask_app(self) -> Flask:
+        app = Flask("kinesim")
+
+        @app.get("/_kinesim/health")
+        def health():
+            return jsonify(status="running", services={"kinesis": "running"},
+                           data_dir=None if self.settings.in_memory else self.settings.data_dir)
+
+        return app
+
+    # WSGI entry point
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        if "HTTP_X_AMZ_TARGET" not in environ and environ.get("REQUEST_METHOD") != "POST":
+            return self.flask(environ, start_response)
+        return self.json_protocol(environ, start_response)
+
+    def json_protocol(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        try:
+            status, headers, body = self._dispatch(environ)
+        except AwsError as err:
+            status, headers, body = self._error(err, environ)
+        except Exception:
+            log.exception("internal error")
+            status, headers, body = self._error(AwsError("InternalFailure", None, 500), environ)
+        headers.append(("x-amzn-RequestId", str(uuid.uuid4())))
+        if isinstance(body, StreamingResponse):
+            start_response(status, headers + [("Content-Type", body.content_type)])
+            return body.chunks
+        headers.append(("Content-Length", str(len(body))))
+        start_response(status, headers)
+        return [body]
+
+    @staticmethod
+    def _content_type(environ: dict[str, Any]) -> str:
+        return environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+
+    def _error(self, err: AwsError, environ: dict[str, Any]) -> tuple[str, list, bytes]:
+        ctype = self._content_type(environ)
+        fmt = "cbor" if ctype == CBOR_TYPE else "json" if ctype in JSON_TYPES else "xml"
+        status, headers, body = codec.encode_error(err, fmt)
+        return _status_line(status), list(headers.items()), body
+
+    def _dispatch(self, environ: dict[str, Any]) -> tuple[str, list, Any]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length > MAX_REQUEST_BYTES:
+            raise AwsError("SerializationException", f"Request must be smaller than {MAX_REQUEST_BYTES} bytes", 413)
+        body = environ["wsgi.input"].read(length) if length else environ["wsgi.input"].read()
+        if len(body) > MAX_REQUEST_BYTES:
+            raise AwsError("SerializationException", f"Request must be smaller than {MAX_REQUEST_BYTES} bytes", 413)
+        if environ.get("REQUEST_METHOD") != "POST":
+            raise AwsError("AccessDeniedException", "Unable to determine service/operation name to be authorized", 403)
+        prefix, _, op = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
+        service = self.services.get(prefix)
+        known = service is not None and service.has_operation(op)
+        ctype = self._content_type(environ)
+        if ctype not in JSON_TYPES and ctype != CBOR_TYPE:
+            if not prefix or not op:
+                raise AwsError("AccessDeniedException",
+                               "Unable to determine service/operation name to be authorized", 403)
+            raise AwsError("UnknownOperationException", None, 404)
+        if not body.strip():
+            raise AwsError("SerializationException" if known else "UnknownOperationException")
+        params, fmt = codec.decode_request(body, ctype)
+        if not known:
+            raise AwsError("UnknownOperationException")
+        auth.check_auth("POST", _headers(environ), environ.get("QUERY_STRING", ""))
+        result = service.call(op, params, cbor=fmt == "cbor")
+        if isinstance(result, StreamingResponse):
+            return "200 OK", [], result
+        out, content_type = codec.encode_response(
+            result, fmt, service.validator.output_timestamp_members(op) if fmt == "cbor" else frozenset())
+        return "200 OK", [("Content-Type", content_type)], out
+
+
+class _Headers(dict):
+    """Case-insensitive view of a WSGI environ's HTTP headers."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+    def __getitem__(self, key: str) -> Any:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(str(key).lower())
+
+
+def _headers(environ: dict[str, Any]) -> _Headers:
+    h = _Headers()
+    for k, v in environ.items():
+        if k.startswith("HTTP_"):
+            h[k[5:].replace("_", "-").lower()] = v
+    if "CONTENT_TYPE" in environ:
+        h["content-type"] = environ["CONTENT_TYPE"]
+    return h
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 413: "Request Entity Too Large",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def _status_line(status: int) -> str:
+    return f"{status} {_REASONS.get(status, 'Error')}"

@@ -1,0 +1,142 @@
+"""What a stream is: its shards (with hash ranges and lineage), state, settings and consumers.
+
+Plain objects, kept in memory and written through to the store's documents on every change.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import sequence
+
+MAX_HASH = (1 << 128) - 1
+
+
+@dataclass
+class Shard:
+    uid: int                      # store key, unique across streams and re-creations
+    index: int                    # the N of shardId-N within its stream
+    start_hash: int
+    end_hash: int
+    created: int                  # epoch seconds
+    parent: str | None = None
+    adjacent_parent: str | None = None
+    closed_at: float | None = None
+    ending_seq: str | None = None
+    # Record index the next put gets. Kept in memory; the saved value is only a floor for when
+    # retention has deleted a shard's newest records (at load: max(floor, last stored + 1)).
+    next_index: int = 1
+    # Readers (GetRecords long-polls, SubscribeToShard, triggers) wait here for appends.
+    appended: threading.Condition = field(default_factory=threading.Condition, repr=False, compare=False)
+
+    @property
+    def shard_id(self) -> str:
+        return sequence.shard_id(self.index)
+
+    @property
+    def starting_seq(self) -> str:
+        return sequence.make(self.created, self.index, 0, self.created)
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ShardId": self.shard_id}
+        if self.parent:
+            out["ParentShardId"] = self.parent
+        if self.adjacent_parent:
+            out["AdjacentParentShardId"] = self.adjacent_parent
+        out["HashKeyRange"] = {"StartingHashKey": str(self.start_hash), "EndingHashKey": str(self.end_hash)}
+        seq_range = {"StartingSequenceNumber": self.starting_seq}
+        if self.ending_seq:
+            seq_range["EndingSequenceNumber"] = self.ending_seq
+        out["SequenceNumberRange"] = seq_range
+        return out
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"uid": self.uid, "index": self.index, "start": str(self.start_hash), "end": str(self.end_hash),
+                "created": self.created, "parent": self.parent, "adjacent": self.adjacent_parent,
+                "closed_at": self.closed_at, "ending_seq": self.ending_seq, "next_index": self.next_index}
+
+    @classmethod
+    def from_doc(cls, d: dict[str, Any]) -> "Shard":
+        return cls(uid=d["uid"], index=d["index"], start_hash=int(d["start"]), end_hash=int(d["end"]),
+                   created=d["created"], parent=d["parent"], adjacent_parent=d["adjacent"],
+                   closed_at=d["closed_at"], ending_seq=d["ending_seq"], next_index=d.get("next_index", 1))
+
+
+@dataclass
+class Consumer:
+    name: str
+    arn: str
+    created: float
+    status: str = "CREATING"
+    ready_at: float = 0.0          # when CREATING becomes ACTIVE / DELETING disappears
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"name": self.name, "arn": self.arn, "created": self.created, "status": self.status,
+                "ready_at": self.ready_at}
+
+
+@dataclass
+class Stream:
+    name: str
+    arn: str
+    created: float
+    mode: str = "PROVISIONED"
+    status: str = "CREATING"
+    # When the current CREATING/UPDATING/DELETING state ends (applied lazily on next access).
+    ready_at: float = 0.0
+    retention_hours: int = 24
+    encryption_type: str = "NONE"
+    key_id: str | None = None
+    shard_level_metrics: list[str] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    shards: list[Shard] = field(default_factory=list)
+    consumers: dict[str, Consumer] = field(default_factory=dict)
+    max_record_size_kib: int = 1024
+    warm_throughput_mibps: int | None = None
+    mode_changed_at: float | None = None
+    # Serialises puts and reshards of this stream; readers never take it.
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    def open_shards(self) -> list[Shard]:
+        return [s for s in self.shards if s.is_open]
+
+    def shard(self, shard_id: str) -> Shard | None:
+        for s in self.shards:
+            if s.shard_id == shard_id:
+                return s
+        return None
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"name": self.name, "arn": self.arn, "created": self.created, "mode": self.mode,
+                "status": self.status, "ready_at": self.ready_at, "retention_hours": self.retention_hours,
+                "encryption_type": self.encryption_type, "key_id": self.key_id,
+                "shard_level_metrics": self.shard_level_metrics, "tags": self.tags,
+                "shards": [s.to_doc() for s in self.shards],
+                "consumers": [c.to_doc() for c in self.consumers.values()],
+                "max_record_size_kib": self.max_record_size_kib,
+                "warm_throughput_mibps": self.warm_throughput_mibps, "mode_changed_at": self.mode_changed_at}
+
+    @classmethod
+    def from_doc(cls, d: dict[str, Any]) -> "Stream":
+        s = cls(name=d["name"], arn=d["arn"], created=d["created"], mode=d["mode"], status=d["status"],
+                ready_at=d["ready_at"], retention_hours=d["retention_hours"],
+                encryption_type=d["encryption_type"], key_id=d["key_id"],
+                shard_level_metrics=d["shard_level_metrics"], tags=d["tags"],
+                shards=[Shard.from_doc(x) for x in d["shards"]],
+                max_record_size_kib=d.get("max_record_size_kib", 1024),
+                warm_throughput_mibps=d.get("warm_throughput_mibps"), mode_changed_at=d.get("mode_changed_at"))
+        s.consumers = {c["name"]: Consumer(**c) for c in d["consumers"]}
+        return s
+
+
+def even_ranges(count: int) -> list[tuple[int, int]]:
+    """[0, 2^128-1] split into `count` contiguous ranges, as AWS splits a new stream."""
+    size = (MAX_HASH + 1) // count
+    ranges = [(i * size, (i + 1) * size - 1) for i in range(count)]
+    ranges[-1] = (ranges[-1][0], MAX_HASH)
+    return ranges

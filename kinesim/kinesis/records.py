@@ -1,0 +1,198 @@
+"""The data plane: PutRecord, PutRecords, GetRecords, and the wait-for-append readers share."""
+from __future__ import annotations
+
+import hashlib
+import time
+from bisect import bisect_right
+from typing import Any
+
+from ..protocol.errors import invalid_argument, not_found, throughput_exceeded
+from ..store import StoredRecord
+from . import iterators, sequence
+from .model import MAX_HASH, Shard, Stream
+from .service import KinesisService, operation
+
+MAX_PUT_RECORDS_BYTES = 5 << 20
+MAX_GET_BYTES = 10 << 20
+
+
+def writable(svc: KinesisService, p: dict[str, Any]) -> Stream:
+    stream = svc.stream(p)
+    if stream.status not in ("ACTIVE", "UPDATING"):
+        raise not_found(f"Stream {stream.name} under account {svc.account} not found.")
+    return stream
+
+
+def hash_key(record: dict[str, Any]) -> int:
+    explicit = record.get("ExplicitHashKey")
+    if explicit is not None:
+        value = int(explicit)
+        if value > MAX_HASH:
+            raise invalid_argument("Invalid ExplicitHashKey. ExplicitHashKey must be in the range: [0, 2^128-1]. "
+                                   f"Specified value was {explicit}")
+        return value
+    return int.from_bytes(hashlib.md5(record["PartitionKey"].encode()).digest(), "big")
+
+
+def router(stream: Stream):
+    """A function from hash key to the open shard whose range holds it."""
+    shards = sorted(stream.open_shards(), key=lambda s: s.start_hash)
+    starts = [s.start_hash for s in shards]
+    return lambda h: shards[bisect_right(starts, h) - 1]
+
+
+def check_size(svc: KinesisService, stream: Stream, data: bytes, where: str) -> None:
+    limit = stream.max_record_size_kib * 1024
+    if len(data) > limit:
+        raise invalid_argument(f"Record size {len(data)} bytes exceeds the maximum record size of {limit} bytes "
+                               f"for stream {stream.name} under account {svc.account}{where}.")
+
+
+def notify(shard: Shard) -> None:
+    with shard.appended:
+        shard.appended.notify_all()
+
+
+def encryption(stream: Stream, out: dict[str, Any]) -> dict[str, Any]:
+    if stream.encryption_type != "NONE":
+        out["EncryptionType"] = stream.encryption_type
+    return out
+
+
+@operation("PutRecord")
+def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream = writable(svc, p)
+    data = p["Data"]
+    check_size(svc, stream, data, "")
+    key = hash_key(p)
+    ordering = p.get("SequenceNumberForOrdering")
+    if ordering is not None and sequence.parse(ordering) is None:
+        raise invalid_argument(f"ExclusiveMinimumSequenceNumber {ordering} used in PutRecord on stream "
+                               f"{stream.name} under account {svc.account} is invalid.")
+    with stream.lock:
+        shard = router(stream)(key)
+        if svc.settings.enforce_limits and not svc.meter.write(shard.uid, len(data)):
+            raise throughput_exceeded(f"Rate exceeded for shard {shard.shard_id} in stream {stream.name} "
+                                      f"under account {svc.account}.")
+        now = time.time()
+        index = shard.next_index
+        seq = sequence.make(shard.created, shard.index, index, int(now))
+        svc.store.append(shard.uid, [(index, seq, p["PartitionKey"], data, now)])
+        shard.next_index = index + 1
+    notify(shard)
+    return encryption(stream, {"ShardId": shard.shard_id, "SequenceNumber": seq})
+
+
+@operation("PutRecords")
+def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream = writable(svc, p)
+    entries = p["Records"]
+    if sum(len(r["Data"]) + len(r["PartitionKey"].encode()) for r in entries) > MAX_PUT_RECORDS_BYTES:
+        raise invalid_argument("Records size exceeds 5 MB limit")
+    keys = []
+    for i, r in enumerate(entries):
+        check_size(svc, stream, r["Data"], f" (record {i})")
+        keys.append(hash_key(r))
+    results: list[dict[str, Any]] = []
+    batches: dict[int, list[StoredRecord]] = {}
+    touched: dict[int, Shard] = {}
+    failed = 0
+    enforce = svc.settings.enforce_limits
+    with stream.lock:
+        route = router(stream)
+        now = time.time()
+        arrival = int(now)
+        # Indexes are handed out locally and published only after the commit, so a reader
+        # never sees a tip whose records are not yet stored.
+        next_index: dict[int, int] = {}
+        for r, key in zip(entries, keys):
+            shard = route(key)
+            if enforce and not svc.meter.write(shard.uid, len(r["Data"])):
+                failed += 1
+                results.append({"ErrorCode": "ProvisionedThroughputExceededException",
+                                "ErrorMessage": f"Rate exceeded for shard {shard.shard_id} in stream {stream.name} "
+                                                f"under account {svc.account}."})
+                continue
+            index = next_index.get(shard.uid, shard.next_index)
+            next_index[shard.uid] = index + 1
+            seq = sequence.make(shard.created, shard.index, index, arrival)
+            batches.setdefault(shard.uid, []).append((index, seq, r["PartitionKey"], r["Data"], now))
+            touched[shard.uid] = shard
+            results.append({"SequenceNumber": seq, "ShardId": shard.shard_id})
+        svc.store.append_many(batches)
+        for uid, index in next_index.items():
+            touched[uid].next_index = index
+    for shard in touched.values():
+        notify(shard)
+    return encryption(stream, {"FailedRecordCount": failed, "Records": results})
+
+
+def child_shards(stream: Stream, shard: Shard) -> list[dict[str, Any]]:
+    children = [s for s in stream.shards if shard.shard_id in (s.parent, s.adjacent_parent)]
+    return [{"ShardId": c.shard_id,
+             "ParentShards": [x for x in (c.parent, c.adjacent_parent) if x],
+             "HashKeyRange": {"StartingHashKey": str(c.start_hash), "EndingHashKey": str(c.end_hash)}}
+            for c in children]
+
+
+def read_batch(svc: KinesisService, stream: Stream, shard: Shard, index: int, limit: int,
+               max_bytes: int = MAX_GET_BYTES) -> tuple[list[StoredRecord], int, bool]:
+    """Records from `index` on, the index after them, and whether the reader is at the tip.
+
+    Shared by GetRecords, SubscribeToShard and the other in-process readers.
+    """
+    tip = shard.next_index
+    horizon = time.time() - stream.retention_hours * 3600
+    rows = svc.store.read(shard.uid, index, limit, horizon)
+    size = 0
+    for n, row in enumerate(rows):
+        size += len(row[3])
+        if size > max_bytes and n:
+            rows = rows[:n]
+            break
+    # Indexes below the tip are committed; an empty read below it means they all expired.
+    next_index = rows[-1][0] + 1 if rows else max(index, tip)
+    return rows, next_index, next_index >= tip
+
+
+def record_out(row: StoredRecord, stream: Stream) -> dict[str, Any]:
+    out = {"SequenceNumber": row[1], "ApproximateArrivalTimestamp": row[4], "Data": row[3], "PartitionKey": row[2]}
+    if stream.encryption_type != "NONE":
+        out["EncryptionType"] = stream.encryption_type
+    return out
+
+
+@operation("GetRecords")
+def get_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    pos = iterators.decode(svc, p["ShardIterator"])
+    stream, shard = iterators.resolve(svc, pos)
+    if svc.settings.enforce_limits and not svc.meter.read_call(shard.uid):
+        raise throughput_exceeded(f"Rate exceeded for shard {shard.shard_id} in stream {stream.name} "
+                                  f"under account {svc.account}.")
+    rows, next_index, at_tip = read_batch(svc, stream, shard, pos.index, p.get("Limit", 10000))
+    if svc.settings.enforce_limits and rows and not svc.meter.read_bytes(shard.uid, sum(len(r[3]) for r in rows)):
+        raise throughput_exceeded(f"Rate exceeded for shard {shard.shard_id} in stream {stream.name} "
+                                  f"under account {svc.account}.")
+    now = time.time()
+    out: dict[str, Any] = {
+        "Records": [record_out(r, stream) for r in rows],
+        "MillisBehindLatest": 0 if at_tip or not rows else max(0, int((now - rows[-1][4]) * 1000)),
+    }
+    if not shard.is_open and at_tip:
+        out["NextShardIterator"] = None
+        out["ChildShards"] = child_shards(stream, shard)
+    else:
+        out["NextShardIterator"] = iterators.encode(svc, stream, shard, next_index)
+    return out
+
+
+def wait_for_append(shard: Shard, index: int, timeout: float) -> bool:
+    """Block until the shard holds a record at `index` (or is closed), up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    with shard.appended:
+        while shard.next_index <= index and shard.is_open:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            shard.appended.wait(remaining)
+    return True

@@ -1,0 +1,158 @@
+"""SQLite storage: documents (stream metadata, settings) and the per-shard ordered record log.
+
+Durability: WAL with synchronous=NORMAL. A commit is in the OS before `append` returns, so a
+process killed with SIGKILL right after a 200 loses nothing (a power cut may lose the last
+commits; `synchronous=FULL` would cover that at ~10x the cost per put).
+
+`--in-memory` runs this same code on a throwaway database in RAM-backed /dev/shm with
+synchronous=OFF, so both modes share every line of the data path.
+
+Records live in one table keyed by an integer rowid `shard_uid << 40 | record_index`: one B-tree,
+each shard a contiguous key range, a shard read is one range scan.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+from typing import Any, Iterable
+
+# (record index in shard, sequence number, partition key, data, arrival epoch seconds)
+StoredRecord = tuple[int, str, str, bytes, float]
+
+_SHIFT = 40
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, name));
+CREATE TABLE IF NOT EXISTS records (
+    key INTEGER PRIMARY KEY, seq TEXT NOT NULL, pk TEXT NOT NULL,
+    data BLOB NOT NULL, arrival REAL NOT NULL);
+"""
+
+
+class Store:
+    def __init__(self, data_dir: str | None):
+        """`data_dir=None` means in-memory: a temporary database removed by `close()`."""
+        self._tmp = None
+        if data_dir is None:
+            base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+            self._tmp = data_dir = tempfile.mkdtemp(prefix="kinesim-mem-", dir=base)
+        os.makedirs(data_dir, exist_ok=True)
+        self.path = os.path.join(data_dir, "kinesim.db")
+        self._sync = "OFF" if self._tmp else "NORMAL"
+        self._write = self._connect()
+        self._write.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        self._write.executescript(_SCHEMA)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._sync}")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        # One connection per thread for reads: WAL lets them run beside the writer.
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._write.close()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # documents: small JSON bodies (stream metadata, account settings, resource policies)
+
+    def documents(self, kind: str) -> dict[str, Any]:
+        rows = self._reader().execute("SELECT name, body FROM documents WHERE kind=?", (kind,))
+        return {name: json.loads(body) for name, body in rows}
+
+    def put_document(self, kind: str, name: str, body: Any) -> None:
+        text = json.dumps(body, separators=(",", ":"))
+        with self._write_lock:
+            self._write.execute(
+                "INSERT OR REPLACE INTO documents (kind, name, body) VALUES (?, ?, ?)", (kind, name, text))
+
+    def delete_document(self, kind: str, name: str) -> None:
+        with self._write_lock:
+            self._write.execute("DELETE FROM documents WHERE kind=? AND name=?", (kind, name))
+
+    # records
+
+    def append(self, shard_uid: int, records: Iterable[StoredRecord]) -> None:
+        """Commit records to a shard's log; returns once they are durable."""
+        base = shard_uid << _SHIFT
+        rows = [(base | idx, seq, pk, data, arrival) for idx, seq, pk, data, arrival in records]
+        with self._write_lock:
+            w = self._write
+            w.execute("BEGIN")
+            try:
+                w.executemany("INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                w.execute("ROLLBACK")
+                raise
+            w.execute("COMMIT")
+
+    def append_many(self, batches: dict[int, list[StoredRecord]]) -> None:
+        """Commit records to several shards in one transaction (PutRecords)."""
+        rows = []
+        for shard_uid, records in batches.items():
+            base = shard_uid << _SHIFT
+            rows.extend((base | idx, seq, pk, data, arrival) for idx, seq, pk, data, arrival in records)
+        with self._write_lock:
+            w = self._write
+            w.execute("BEGIN")
+            try:
+                w.executemany("INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                w.execute("ROLLBACK")
+                raise
+            w.execute("COMMIT")
+
+    def read(self, shard_uid: int, from_idx: int, limit: int, min_arrival: float = 0.0) -> list[StoredRecord]:
+        """Up to `limit` records of a shard from index `from_idx` on, skipping expired ones."""
+        base = shard_uid << _SHIFT
+        rows = self._reader().execute(
+            "SELECT key, seq, pk, data, arrival FROM records WHERE key >= ? AND key < ? AND arrival >= ?"
+            " ORDER BY key LIMIT ?",
+            (base | from_idx, base + (1 << _SHIFT), min_arrival, limit)).fetchall()
+        mask = (1 << _SHIFT) - 1
+        return [(key & mask, seq, pk, data, arrival) for key, seq, pk, data, arrival in rows]
+
+    def last_index(self, shard_uid: int) -> int | None:
+        base = shard_uid << _SHIFT
+        row = self._reader().execute(
+            "SELECT max(key) FROM records WHERE key >= ? AND key < ?", (base, base + (1 << _SHIFT))).fetchone()
+        return None if row[0] is None else row[0] & ((1 << _SHIFT) - 1)
+
+    def first_index_at(self, shard_uid: int, timestamp: float) -> int | None:
+        """Index of the first record that arrived at or after `timestamp`, if any."""
+        base = shard_uid << _SHIFT
+        row = self._reader().execute(
+            "SELECT min(key) FROM records WHERE key >= ? AND key < ? AND arrival >= ?",
+            (base, base + (1 << _SHIFT), timestamp)).fetchone()
+        return None if row[0] is None else row[0] & ((1 << _SHIFT) - 1)
+
+    def delete_records(self, shard_uids: Iterable[int], before_arrival: float | None = None) -> int:
+        """Delete a shard's records (all, or those that arrived before a time) and reclaim the space."""
+        deleted = 0
+        with self._write_lock:
+            w = self._write
+            for uid in shard_uids:
+                base = uid << _SHIFT
+                if before_arrival is None:
+                    cur = w.execute("DELETE FROM records WHERE key >= ? AND key < ?", (base, base + (1 << _SHIFT)))
+                else:
+                    cur = w.execute("DELETE FROM records WHERE key >= ? AND key < ? AND arrival < ?",
+                                    (base, base + (1 << _SHIFT), before_arrival))
+                deleted += cur.rowcount
+            if deleted:
+                w.execute("PRAGMA incremental_vacuum")
+        return deleted

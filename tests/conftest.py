@@ -1,0 +1,51 @@
+"""Fixtures: a real kinesim server on a free port (a subprocess, as users run it) and boto3 clients."""
+from __future__ import annotations
+
+import uuid
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from kinesim.config import Settings
+from kinesim.server import ServerProcess, free_port
+
+
+def client_for(url: str, service: str = "kinesis", **config):
+    return boto3.client(service, endpoint_url=url, region_name="us-east-1", aws_access_key_id="test",
+                        aws_secret_access_key="test", config=Config(retries={"max_attempts": 1}, **config))
+
+
+def start_server(tmp_path_factory, **overrides) -> ServerProcess:
+    settings = Settings(port=free_port(), data_dir=str(tmp_path_factory.mktemp("data")), create_stream_ms=0,
+                        delete_stream_ms=0, update_stream_ms=0, log_level="warning")
+    for k, v in overrides.items():
+        setattr(settings, k, v)
+    return ServerProcess(settings).start()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    proc = start_server(tmp_path_factory)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def kinesis(server):
+    return client_for(server.url)
+
+
+@pytest.fixture
+def stream_name():
+    return "test-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def make_stream(kinesis):
+    """Create a stream (ACTIVE at once: the session server has zero state delays)."""
+    def make(shards: int = 1, name: str | None = None) -> str:
+        name = name or "test-" + uuid.uuid4().hex[:12]
+        kinesis.create_stream(StreamName=name, ShardCount=shards)
+        return name
+    return make
