@@ -21,7 +21,8 @@ from .store import Store
 
 log = logging.getLogger("kinesim.edge")
 
-MAX_REQUEST_BYTES = 7 * 1024 * 1024  # what AWS's Kinesis front end accepts (as kinesalite measured)
+# 10 MiB records (UpdateMaxRecordSize) arrive base64-encoded: ~13.4 MiB of JSON.
+MAX_REQUEST_BYTES = 14 * 1024 * 1024
 JSON_TYPES = ("application/x-amz-json-1.1", "application/json")
 CBOR_TYPE = "application/x-amz-cbor-1.1"
 

@@ -6,6 +6,8 @@ import datetime
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
+from conftest import client_for
+
 MAX_HASH = 2**128 - 1
 
 
@@ -46,9 +48,10 @@ def test_create_existing_stream(kinesis, make_stream):
     assert error_of(e) == ("ResourceInUseException", f"Stream {name} under account 000000000000 already exists.")
 
 
-def test_validation_message_from_model(kinesis):
+def test_validation_message_from_model(server):
+    unchecked = client_for(server.url, parameter_validation=False)  # let the server see the bad value
     with pytest.raises(ClientError) as e:
-        kinesis.create_stream(StreamName="x", ShardCount=0)
+        unchecked.create_stream(StreamName="x", ShardCount=0)
     assert error_of(e) == ("ValidationException",
                            "1 validation error detected: Value '0' at 'shardCount' failed to satisfy constraint: "
                            "Member must have value greater than or equal to 1")

@@ -74,10 +74,11 @@ class Consumer:
     created: float
     status: str = "CREATING"
     ready_at: float = 0.0          # when CREATING becomes ACTIVE / DELETING disappears
+    tags: dict[str, str] = field(default_factory=dict)
 
     def to_doc(self) -> dict[str, Any]:
         return {"name": self.name, "arn": self.arn, "created": self.created, "status": self.status,
-                "ready_at": self.ready_at}
+                "ready_at": self.ready_at, "tags": self.tags}
 
 
 @dataclass

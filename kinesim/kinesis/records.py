@@ -6,7 +6,7 @@ import time
 from bisect import bisect_right
 from typing import Any
 
-from ..protocol.errors import invalid_argument, not_found, throughput_exceeded
+from ..protocol.errors import invalid_argument, not_found, throughput_exceeded, validation_error
 from ..store import StoredRecord
 from . import iterators, sequence
 from .model import MAX_HASH, Shard, Stream
@@ -41,11 +41,15 @@ def router(stream: Stream):
     return lambda h: shards[bisect_right(starts, h) - 1]
 
 
-def check_size(svc: KinesisService, stream: Stream, data: bytes, where: str) -> None:
+def check_size(stream: Stream, data: bytes, path: str) -> None:
+    """The stream's record size limit (1 MiB unless raised by UpdateMaxRecordSize), reported as AWS
+    reports the model's length constraint. The model itself allows 10 MiB, the highest setting."""
     limit = stream.max_record_size_kib * 1024
     if len(data) > limit:
-        raise invalid_argument(f"Record size {len(data)} bytes exceeds the maximum record size of {limit} bytes "
-                               f"for stream {stream.name} under account {svc.account}{where}.")
+        n = len(data)
+        raise validation_error(
+            f"1 validation error detected: Value 'java.nio.HeapByteBuffer[pos=0 lim={n} cap={n}]' at '{path}' "
+            f"failed to satisfy constraint: Member must have length less than or equal to {limit}")
 
 
 def notify(shard: Shard) -> None:
@@ -63,7 +67,7 @@ def encryption(stream: Stream, out: dict[str, Any]) -> dict[str, Any]:
 def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = writable(svc, p)
     data = p["Data"]
-    check_size(svc, stream, data, "")
+    check_size(stream, data, "data")
     key = hash_key(p)
     ordering = p.get("SequenceNumberForOrdering")
     if ordering is not None and sequence.parse(ordering) is None:
@@ -91,7 +95,7 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         raise invalid_argument("Records size exceeds 5 MB limit")
     keys = []
     for i, r in enumerate(entries):
-        check_size(svc, stream, r["Data"], f" (record {i})")
+        check_size(stream, r["Data"], f"records.{i + 1}.member.data")
         keys.append(hash_key(r))
     results: list[dict[str, Any]] = []
     batches: dict[int, list[StoredRecord]] = {}

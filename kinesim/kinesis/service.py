@@ -32,7 +32,8 @@ class KinesisService:
     target_prefix = "Kinesis_20131202"
 
     def __init__(self, settings: Settings, store: Store):
-        from . import OPERATION_MODULES  # noqa: F401  (registers every operation)
+        # Importing the operation modules registers their operations.
+        from . import consumers, iterators, policies, records, resharding, shards, streams, tags  # noqa: F401
         self.settings = settings
         self.store = store
         self.validator = ModelValidator("kinesis")

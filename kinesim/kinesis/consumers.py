@@ -1,0 +1,427 @@
+"""Enhanced fan-out: registered consumers and SubscribeToShard's pushed event stream.
+
+A consumer belongs to one stream and is named by an ARN that carries its creation time
+(`arn:aws:kinesis:REGION:ACCOUNT:stream/NAME/consumer/CONSUMER:EPOCH_SECONDS`). Like streams,
+its CREATING/DELETING states end lazily: whoever next looks at the stream's consumers applies
+them (`settle`).
+
+SubscribeToShard answers with an event stream: an `initial-response` event, then
+`SubscribeToShardEvent`s as records arrive (a reader waits on the shard's condition, so a record
+is pushed milliseconds after it is stored), an empty one at least every `HEARTBEAT_S` seconds,
+until `SUBSCRIPTION_S` (AWS's 5 minutes) has passed or a closed shard's end is reached (that
+last event carries `ChildShards`). All checks run before the stream is returned, so a bad
+request is an ordinary AWS error response.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import threading
+import time
+import weakref
+from datetime import datetime
+from typing import Any, Iterator
+
+from ..protocol import eventstream
+from ..protocol.errors import in_use, invalid_argument, limit_exceeded, not_found
+from . import iterators, sequence
+from .model import Consumer, Shard, Stream
+from .records import child_shards, read_batch, record_out
+from .service import KinesisService, operation
+
+MAX_CONSUMERS = 20            # registered consumers per stream
+MAX_CREATING = 5              # consumers in CREATING at once (per stream here; per account on AWS)
+SUBSCRIPTION_S = 300.0        # a subscription's lifetime; `settings.subscription_s` overrides
+HEARTBEAT_S = 5.0             # an event at least this often, records or not
+EVENT_MAX_RECORDS = 10000
+EVENT_MAX_BYTES = 2 << 20     # one second of a shard's 2 MiB/s enhanced fan-out pipe
+
+_CONSUMER_ARN = re.compile(r"arn:aws[^:]*:kinesis:([^:]*):(\d{12}):stream/([a-zA-Z0-9_.-]+)"
+                           r"/consumer/([a-zA-Z0-9_.-]+):(\d+)")
+
+
+# lookup
+
+def consumer_arn(svc: KinesisService, stream: Stream, name: str, created: float) -> str:
+    return f"{stream.arn}/consumer/{name}:{int(created)}"
+
+
+def settle(svc: KinesisService, stream: Stream) -> None:
+    """Apply the stream's consumers' due state changes: CREATING → ACTIVE, DELETING → gone."""
+    now = time.time()
+    if not any(c.ready_at and now >= c.ready_at for c in stream.consumers.values()):
+        return
+    with stream.lock:
+        changed = False
+        for consumer in list(stream.consumers.values()):
+            if not consumer.ready_at or now < consumer.ready_at:
+                continue
+            changed = True
+            consumer.ready_at = 0.0
+            if consumer.status == "DELETING":
+                _forget(svc, stream, consumer)
+            else:
+                consumer.status = "ACTIVE"
+        if changed:
+            svc.save(stream)
+
+
+def _forget(svc: KinesisService, stream: Stream, consumer: Consumer) -> None:
+    """Remove a consumer and what hangs off it (its resource policy). Caller holds stream.lock."""
+    if stream.consumers.get(consumer.name) is consumer:
+        del stream.consumers[consumer.name]
+    if svc.policies.pop(consumer.arn, None) is not None:
+        svc.store.delete_document("policy", consumer.arn)
+
+
+def _consumer_not_found(svc: KinesisService, what: str) -> Exception:
+    return not_found(f"Consumer {what}, account {svc.account} not found.")
+
+
+def by_arn(svc: KinesisService, arn: str) -> tuple[Stream, Consumer]:
+    """The stream and consumer a consumer ARN names, or AWS's not-found error."""
+    m = _CONSUMER_ARN.fullmatch(arn)
+    if m is None:
+        raise _consumer_not_found(svc, arn)
+    region, account, stream_name, name, _ = m.groups()
+    stream = svc.find(stream_name) if (region, account) == (svc.settings.region, svc.account) else None
+    if stream is None:
+        raise _consumer_not_found(svc, arn)
+    settle(svc, stream)
+    consumer = stream.consumers.get(name)
+    if consumer is None or consumer.arn != arn:
+        raise _consumer_not_found(svc, arn)
+    return stream, consumer
+
+
+def identified(svc: KinesisService, p: dict[str, Any]) -> tuple[Stream, Consumer]:
+    """A consumer named by ConsumerARN, or by StreamARN and ConsumerName."""
+    arn, stream_arn, name = p.get("ConsumerARN"), p.get("StreamARN"), p.get("ConsumerName")
+    if arn is not None:
+        return by_arn(svc, arn)
+    if stream_arn is None or name is None:
+        raise invalid_argument("ConsumerARN or both ConsumerName and StreamARN are required for this request.")
+    stream = svc.stream({"StreamARN": stream_arn})
+    settle(svc, stream)
+    consumer = stream.consumers.get(name)
+    if consumer is None:
+        raise _consumer_not_found(svc, name)
+    return stream, consumer
+
+
+def resource(svc: KinesisService, arn: str) -> tuple[Stream, Consumer | None]:
+    """What a ResourceARN (TagResource, resource policies, ...) names: a stream or a consumer."""
+    if "/consumer/" in arn:
+        return by_arn(svc, arn)
+    prefix = f"arn:aws:kinesis:{svc.settings.region}:{svc.account}:stream/"
+    stream = svc.find(arn[len(prefix):]) if arn.startswith(prefix) else None
+    if stream is None:
+        raise not_found(f"Stream {arn} under account {svc.account} not found.")
+    return stream, None
+
+
+def describe(consumer: Consumer) -> dict[str, Any]:
+    return {"ConsumerName": consumer.name, "ConsumerARN": consumer.arn, "ConsumerStatus": consumer.status,
+            "ConsumerCreationTimestamp": consumer.created}
+
+
+def not_active(svc: KinesisService, stream: Stream, consumer: Consumer) -> Exception:
+    return in_use(f"Consumer {consumer.name} with creation timestamp {int(consumer.created)} under stream: "
+                  f"{stream.name} , account {svc.account} is not in ACTIVE status.")
+
+
+# control plane
+
+@operation("RegisterStreamConsumer")
+def register_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream = svc.stream(p)
+    if stream.status not in ("ACTIVE", "UPDATING"):
+        raise in_use(f"Stream {stream.name} under account {svc.account} not ACTIVE, instead in state {stream.status}")
+    name = p["ConsumerName"]
+    tags = dict(p.get("Tags") or {})
+    if tags:
+        from .tags import check_new_tags
+        check_new_tags({}, tags, f"consumer {name} of stream {stream.name} under account {svc.account}", "consumer")
+    settle(svc, stream)
+    with stream.lock:
+        if name in stream.consumers:
+            raise in_use(f"Consumer {name} under stream {stream.name} already exists for account {svc.account}.")
+        if len(stream.consumers) >= MAX_CONSUMERS:
+            raise limit_exceeded(f"Consumer limit of {MAX_CONSUMERS} reached for stream {stream.name} under account "
+                                 f"{svc.account}.")
+        if sum(c.status == "CREATING" for c in stream.consumers.values()) >= MAX_CREATING:
+            raise limit_exceeded(f"Only {MAX_CREATING} consumers can be in CREATING status at the same time.")
+        now = time.time()
+        consumer = Consumer(name=name, arn=consumer_arn(svc, stream, name, now), created=now, tags=tags)
+        delay = svc.settings.update_stream_ms
+        if delay > 0:
+            consumer.status, consumer.ready_at = "CREATING", now + delay / 1000.0
+        else:
+            consumer.status = "ACTIVE"
+        stream.consumers[name] = consumer
+        svc.save(stream)
+    return {"Consumer": describe(consumer)}
+
+
+@operation("DeregisterStreamConsumer")
+def deregister_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream, consumer = identified(svc, p)
+    with stream.lock:
+        if consumer.status == "DELETING":
+            return {}
+        delay = svc.settings.update_stream_ms
+        if delay > 0:
+            consumer.status, consumer.ready_at = "DELETING", time.time() + delay / 1000.0
+        else:
+            _forget(svc, stream, consumer)
+        svc.save(stream)
+    _wake_subscribers(stream)
+    return {}
+
+
+@operation("DescribeStreamConsumer")
+def describe_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream, consumer = identified(svc, p)
+    return {"ConsumerDescription": {**describe(consumer), "StreamARN": stream.arn}}
+
+
+@operation("ListStreamConsumers")
+def list_stream_consumers(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream = svc.stream({"StreamARN": p["StreamARN"]})
+    created = p.get("StreamCreationTimestamp")
+    if created is not None:
+        seconds = created.timestamp() if isinstance(created, datetime) else float(created)
+        if int(seconds) != int(stream.created):
+            raise not_found(f"Stream {stream.name} under account {svc.account} not found.")
+    settle(svc, stream)
+    consumers = sorted(stream.consumers.values(), key=lambda c: (c.created, c.name))
+    token = p.get("NextToken")
+    if token is not None:
+        after = _decode_token(token, stream)
+        consumers = [c for c in consumers if (c.created, c.name) > after]
+    limit = p.get("MaxResults", 100)
+    page = consumers[:limit]
+    out: dict[str, Any] = {"Consumers": [describe(c) for c in page]}
+    if len(consumers) > limit:
+        out["NextToken"] = _encode_token(stream, page[-1])
+    return out
+
+
+def _encode_token(stream: Stream, last: Consumer) -> str:
+    return base64.urlsafe_b64encode(f"consumers|{stream.name}|{last.created!r}|{last.name}".encode()).decode()
+
+
+def _decode_token(token: str, stream: Stream) -> tuple[float, str]:
+    try:
+        kind, name, created, last = base64.urlsafe_b64decode(token.encode()).decode().split("|")
+        if kind == "consumers" and name == stream.name:
+            return float(created), last
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        pass
+    raise invalid_argument(f"Invalid NextToken: {token}")
+
+
+# SubscribeToShard
+
+class _Subscriptions:
+    """The (consumer, shard) pairs with a live subscription: AWS allows one at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: dict[tuple[str, int], tuple[object, float]] = {}
+
+    def claim(self, key: tuple[str, int], owner: object, until: float) -> bool:
+        with self.lock:
+            held = self.active.get(key)
+            if held is not None and held[1] > time.monotonic():
+                return False
+            self.active[key] = (owner, until)
+            return True
+
+    def release(self, key: tuple[str, int], owner: object) -> None:
+        with self.lock:
+            held = self.active.get(key)
+            if held is not None and held[0] is owner:
+                del self.active[key]
+
+
+_REGISTRIES: "weakref.WeakKeyDictionary[KinesisService, _Subscriptions]" = weakref.WeakKeyDictionary()
+_REGISTRIES_LOCK = threading.Lock()
+
+
+def _subscriptions(svc: KinesisService) -> _Subscriptions:
+    with _REGISTRIES_LOCK:
+        registry = _REGISTRIES.get(svc)
+        if registry is None:
+            registry = _REGISTRIES[svc] = _Subscriptions()
+        return registry
+
+
+def _wake_subscribers(stream: Stream) -> None:
+    for shard in stream.shards:
+        with shard.appended:
+            shard.appended.notify_all()
+
+
+def lifetime(svc: KinesisService) -> float:
+    return float(getattr(svc.settings, "subscription_s", SUBSCRIPTION_S))
+
+
+def heartbeat(svc: KinesisService) -> float:
+    return float(getattr(svc.settings, "subscription_heartbeat_s", HEARTBEAT_S))
+
+
+class Subscription:
+    """The chunks of one SubscribeToShard response: an iterable the edge streams to the client.
+
+    The (consumer, shard) claim is released when the events end, when the edge closes the
+    iterable (client gone), or at the latest when the subscription's lifetime has passed.
+    """
+
+    def __init__(self, svc: KinesisService, stream: Stream, shard: Shard, consumer: Consumer, index: int,
+                 cbor: bool = False):
+        self.svc, self.stream, self.shard, self.consumer = svc, stream, shard, consumer
+        self.index, self.cbor = index, cbor
+        self.key = (consumer.arn, shard.uid)
+        self.lifetime = lifetime(svc)
+        self.stopped = threading.Event()
+        if not _subscriptions(svc).claim(self.key, self, time.monotonic() + self.lifetime + HEARTBEAT_S):
+            raise in_use(f"Another active subscription exists for this consumer: {svc.account}:{stream.name}:"
+                         f"{shard.shard_id}:{consumer.name}")
+        self._events = self._generate()
+
+    def __iter__(self) -> "Subscription":
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._events)
+
+    def close(self) -> None:
+        self.stopped.set()
+        _subscriptions(self.svc).release(self.key, self)
+        with self.shard.appended:
+            self.shard.appended.notify_all()
+        try:
+            self._events.close()
+        except ValueError:  # being iterated by another thread: it sees `stopped` and ends
+            pass
+
+    # the events
+
+    def _generate(self) -> Iterator[bytes]:
+        try:
+            yield eventstream.encode_event("initial-response", self._encode({}), content_type=self._content_type())
+            yield from self._records()
+        finally:
+            _subscriptions(self.svc).release(self.key, self)
+
+    def _records(self) -> Iterator[bytes]:
+        svc, stream, shard = self.svc, self.stream, self.shard
+        start = time.monotonic()
+        deadline = start + self.lifetime
+        beat = heartbeat(svc)
+        last_sent = start
+        index = self.index
+        continuation = self._sequence_before(index)
+        while not self.stopped.is_set():
+            gone = self._gone_reason()
+            if gone is not None:
+                yield self._exception("ResourceNotFoundException", gone)
+                return
+            closed = not shard.is_open  # read before the batch: a closed shard's tip is final
+            rows, next_index, at_tip = read_batch(svc, stream, shard, index, EVENT_MAX_RECORDS, EVENT_MAX_BYTES)
+            now = time.monotonic()
+            end = closed and at_tip
+            if rows:
+                continuation = rows[-1][1]
+            if rows or end or now - last_sent >= beat:
+                yield self._event(rows, None if end else continuation, at_tip, end)
+                last_sent = now
+                if end:
+                    return
+            index = next_index
+            if now >= deadline:
+                return
+            if rows and not at_tip:
+                continue
+            self._wait(index, min(beat - (now - last_sent), deadline - now))
+
+    def _wait(self, index: int, timeout: float) -> None:
+        """`records.wait_for_append`, also woken by close(), deregistration and stream deletion."""
+        shard = self.shard
+        deadline = time.monotonic() + timeout
+        with shard.appended:
+            while shard.next_index <= index and shard.is_open and not self.stopped.is_set() \
+                    and self._gone_reason() is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                shard.appended.wait(remaining)
+
+    def _gone_reason(self) -> str | None:
+        """Why the subscription cannot go on: its stream or its consumer went away."""
+        svc, stream, consumer = self.svc, self.stream, self.consumer
+        if svc.streams.get(stream.name) is not stream or stream.status == "DELETING":
+            return f"Stream {stream.name} under account {svc.account} not found."
+        if stream.consumers.get(consumer.name) is not consumer or consumer.status == "DELETING":
+            return f"Consumer {consumer.arn}, account {svc.account} not found."
+        return None
+
+    def _sequence_before(self, index: int) -> str:
+        """The sequence number AFTER_SEQUENCE_NUMBER resumes from to read `index` next."""
+        shard = self.shard
+        if index <= 1:
+            return shard.starting_seq
+        rows = self.svc.store.read(shard.uid, index - 1, 1)
+        if rows and rows[0][0] == index - 1:
+            return rows[0][1]
+        return sequence.make(shard.created, shard.index, index - 1, shard.created)
+
+    def _content_type(self) -> str:
+        return "application/cbor" if self.cbor else "application/json"
+
+    def _event(self, rows: list, continuation: str | None, at_tip: bool, end: bool) -> bytes:
+        behind = 0 if at_tip or not rows else max(0, int((time.time() - rows[-1][4]) * 1000))
+        records = [record_out(r, self.stream) for r in rows]
+        body: dict[str, Any] = {"Records": records, "ContinuationSequenceNumber": continuation,
+                                "MillisBehindLatest": behind}
+        if end:
+            with self.stream.lock:  # a reshard closes the parent before it adds the children
+                body["ChildShards"] = child_shards(self.stream, self.shard)
+        return eventstream.encode_event("SubscribeToShardEvent", self._encode(body),
+                                        content_type=self._content_type())
+
+    def _encode(self, body: dict[str, Any]) -> bytes:
+        """An event's payload in the request's protocol."""
+        if self.cbor:
+            return _cbor_payload(body)
+        for r in body.get("Records", ()):
+            r["Data"] = base64.b64encode(r["Data"]).decode()
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def _exception(self, code: str, message: str) -> bytes:
+        return eventstream.encode_exception(code, json.dumps({"message": message}).encode())
+
+
+def _cbor_payload(body: dict[str, Any]) -> bytes:
+    from ..protocol import codec
+    for r in body.get("Records", ()):
+        r["ApproximateArrivalTimestamp"] = datetime.fromtimestamp(r["ApproximateArrivalTimestamp"])
+    return codec.encode_cbor(body)
+
+
+@operation("SubscribeToShard")
+def subscribe_to_shard(svc: KinesisService, p: dict[str, Any]):
+    from ..edge import StreamingResponse  # the edge imports this package: import it late
+    stream, consumer = by_arn(svc, p["ConsumerARN"])
+    if consumer.status != "ACTIVE":
+        raise not_active(svc, stream, consumer)
+    shard = iterators.find_shard(svc, stream, p["ShardId"])
+    position = p["StartingPosition"]
+    timestamp = position.get("Timestamp")
+    if isinstance(timestamp, datetime):
+        timestamp = timestamp.timestamp()
+    index = iterators.start_index(svc, stream, shard, position["Type"], position.get("SequenceNumber"), timestamp)
+    return StreamingResponse(Subscription(svc, stream, shard, consumer, index, cbor=bool(p.get("__cbor__"))))

@@ -1,0 +1,197 @@
+"""Resharding: SplitShard, MergeShards, UpdateShardCount.
+
+Every change closes its parents (they keep their records and end with an EndingSequenceNumber)
+and appends children with the next shard indexes, whose ParentShardId/AdjacentParentShardId
+record the lineage. The open shards' hash ranges always cover [0, 2^128-1] exactly, without
+overlap. The new shards exist as soon as the call returns; the stream is UPDATING for
+`update_stream_ms` (0: it stays ACTIVE).
+
+UpdateShardCount (UNIFORM_SCALING) does what AWS says it does, "splits or merges on individual
+shards", so every child has at most two parents that exactly cover its range:
+
+1. each open shard is split at every target boundary that falls inside it (a shard holding
+   several boundaries is split again and again; the pieces in between are short-lived shards,
+   closed at once, as AWS's are);
+2. the pieces inside each target range are merged left to right into one shard.
+
+The result is exactly the even ranges of a new stream with TargetShardCount shards. A shard
+whose range is already a target range is left open and untouched (4 -> 4 changes nothing,
+2 -> 4 is two splits, 4 -> 2 two merges).
+"""
+from __future__ import annotations
+
+import time
+from bisect import bisect_left, bisect_right
+from typing import Any
+
+from ..protocol.errors import invalid_argument, limit_exceeded, not_found
+from . import records, sequence
+from .model import Shard, Stream, even_ranges
+from .service import KinesisService, operation
+from .streams import check_shard_limit
+
+MAX_SHARDS_PER_STREAM = 10000   # AWS's default per-stream limit for UpdateShardCount
+
+
+def change_shard(svc: KinesisService, stream: Stream, given: str) -> Shard:
+    """A shard named in SplitShard/MergeShards, with AWS's not-found texts ('1', 'shardId-1' and
+    'shardId-000000000001' name the same shard)."""
+    digits = given.split("-")[-1]
+    index = int(digits) if digits.isdigit() and len(digits) <= 12 else -1
+    if not 0 <= index <= 2147483647:
+        raise not_found(f"Could not find shard {given} in stream {stream.name} under account {svc.account}.")
+    shard = stream.shard(sequence.shard_id(index))
+    if shard is None:
+        raise not_found(f"Could not find shard {sequence.shard_id(index)} in stream {stream.name} "
+                        f"under account {svc.account}.")
+    return shard
+
+
+def require_open(svc: KinesisService, stream: Stream, shard: Shard) -> None:
+    if not shard.is_open:
+        raise invalid_argument(
+            f"Shard {shard.shard_id} in stream {stream.name} under account {svc.account} has already been merged "
+            "or split, and thus is not eligible for merging or splitting.")
+
+
+def require_active(svc: KinesisService, stream: Stream, p: dict[str, Any]) -> None:
+    """AWS's ResourceInUseException unless the stream is ACTIVE (and still the one we hold)."""
+    if svc.active_stream(p) is not stream:  # deleted and re-created since we looked it up
+        raise not_found(f"Stream {stream.name} under account {svc.account} not found.")
+
+
+class Reshard:
+    """The shard changes of one call, applied to `stream` (whose lock the caller holds)."""
+
+    def __init__(self, svc: KinesisService, stream: Stream):
+        self.svc, self.stream = svc, stream
+        self.now = time.time()
+        self.closed: list[Shard] = []
+
+    def close(self, shard: Shard) -> None:
+        shard.closed_at = self.now
+        shard.ending_seq = sequence.make(shard.created, shard.index, sequence.END_INDEX, int(self.now))
+        self.closed.append(shard)
+
+    def child(self, start: int, end: int, parent: str, adjacent: str | None = None) -> Shard:
+        shard = Shard(uid=self.svc.new_shard_uid(), index=len(self.stream.shards), start_hash=start,
+                      end_hash=end, created=int(self.now), parent=parent, adjacent_parent=adjacent)
+        self.stream.shards.append(shard)
+        return shard
+
+    def split(self, parent: Shard, new_start: int) -> tuple[Shard, Shard]:
+        self.close(parent)
+        return (self.child(parent.start_hash, new_start - 1, parent.shard_id),
+                self.child(new_start, parent.end_hash, parent.shard_id))
+
+    def merge(self, lower: Shard, upper: Shard) -> Shard:
+        self.close(lower)
+        self.close(upper)
+        return self.child(lower.start_hash, upper.end_hash, lower.shard_id, upper.shard_id)
+
+    def finish(self) -> None:
+        """The stream UPDATING, and everything persisted."""
+        self.svc.begin(self.stream, "UPDATING", self.svc.settings.update_stream_ms)
+        self.svc.save(self.stream)
+
+    def wake(self) -> None:
+        """Readers waiting on a now-closed shard see its end (call after releasing the lock)."""
+        for shard in self.closed:
+            records.notify(shard)
+
+
+@operation("SplitShard")
+def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream = svc.stream(p)
+    with stream.lock, svc.lock:  # svc.lock: the account's shard count holds until the children exist
+        shard = change_shard(svc, stream, p["ShardToSplit"])
+        check_shard_limit(svc, 1)
+        require_open(svc, stream, shard)
+        key = int(p["NewStartingHashKey"])
+        if not shard.start_hash + 1 < key < shard.end_hash:
+            raise invalid_argument(
+                f"NewStartingHashKey {p['NewStartingHashKey']} used in SplitShard() on shard {shard.shard_id} "
+                f"in stream {stream.name} under account {svc.account} is not both greater than one plus the "
+                f"shard's StartingHashKey {shard.start_hash} and less than the shard's EndingHashKey "
+                f"{shard.end_hash}.")
+        require_active(svc, stream, p)
+        change = Reshard(svc, stream)
+        change.split(shard, key)
+        change.finish()
+    change.wake()
+    return {}
+
+
+@operation("MergeShards")
+def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    stream = svc.stream(p)
+    with stream.lock:
+        shard = change_shard(svc, stream, p["ShardToMerge"])
+        adjacent = change_shard(svc, stream, p["AdjacentShardToMerge"])
+        require_open(svc, stream, shard)
+        require_open(svc, stream, adjacent)
+        # As AWS (and kinesalite's tests against it): ShardToMerge is the lower of the two.
+        if shard.end_hash + 1 != adjacent.start_hash:
+            raise invalid_argument(
+                f"Shards {shard.shard_id} and {adjacent.shard_id} in stream {stream.name} under account "
+                f"{svc.account} are not an adjacent pair of shards eligible for merging")
+        require_active(svc, stream, p)
+        change = Reshard(svc, stream)
+        change.merge(shard, adjacent)
+        change.finish()
+    change.wake()
+    return {}
+
+
+@operation("UpdateShardCount")
+def update_shard_count(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    target = p["TargetShardCount"]
+    stream = svc.stream(p)
+    with stream.lock, svc.lock:
+        require_active(svc, stream, p)
+        current = sorted(stream.open_shards(), key=lambda s: s.start_hash)
+        count = len(current)
+        counts = f"Current open shard count: {count}, Target shard count: {target}"
+        # Every limit is checked before anything is allocated.
+        if target > MAX_SHARDS_PER_STREAM:
+            raise limit_exceeded(f"Target shard count or number of open shards cannot be greater than "
+                                 f"{MAX_SHARDS_PER_STREAM}. {counts}")
+        if target > count * 2:
+            raise limit_exceeded(f"UpdateShardCount cannot scale up over double your current open shard count. "
+                                 f"{counts}")
+        if target * 2 < count:
+            raise limit_exceeded(f"UpdateShardCount cannot scale down below half your current open shard count. "
+                                 f"{counts}")
+        check_shard_limit(svc, max(0, target - count))
+        change = Reshard(svc, stream)
+        uniform_scale(change, current, even_ranges(target))
+        change.finish()
+    change.wake()
+    return {"StreamName": stream.name, "StreamARN": stream.arn, "CurrentShardCount": count,
+            "TargetShardCount": target}
+
+
+def uniform_scale(change: Reshard, current: list[Shard], targets: list[tuple[int, int]]) -> list[Shard]:
+    """Split and merge `current` (the open shards, by hash) into shards with exactly `targets`'
+    ranges; returns the resulting open shards in hash order."""
+    boundaries = [lo for lo, _ in targets[1:]]
+    pieces: list[Shard] = []
+    for shard in current:
+        # Target boundaries strictly inside the shard: start < b <= end.
+        inside = boundaries[bisect_right(boundaries, shard.start_hash):bisect_right(boundaries, shard.end_hash)]
+        for b in inside:
+            left, shard = change.split(shard, b)
+            pieces.append(left)
+        pieces.append(shard)
+    ends = [s.end_hash for s in pieces]
+    result: list[Shard] = []
+    first = 0
+    for lo, hi in targets:
+        last = bisect_left(ends, hi)  # the piece that ends the target range
+        shard = pieces[first]
+        for piece in pieces[first + 1:last + 1]:
+            shard = change.merge(shard, piece)
+        assert shard.start_hash == lo and shard.end_hash == hi
+        result.append(shard)
+        first = last + 1
+    return result
