@@ -102,6 +102,8 @@ class Stream:
     mode_changed_at: float | None = None
     # Serialises puts and reshards of this stream; readers never take it.
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    # The put path's hash-key router, built once per shard layout (see records.router).
+    routing: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
 
     def open_shards(self) -> list[Shard]:
         return [s for s in self.shards if s.is_open]

@@ -35,10 +35,17 @@ def hash_key(record: dict[str, Any]) -> int:
 
 
 def router(stream: Stream):
-    """A function from hash key to the open shard whose range holds it."""
-    shards = sorted(stream.open_shards(), key=lambda s: s.start_hash)
-    starts = [s.start_hash for s in shards]
-    return lambda h: shards[bisect_right(starts, h) - 1]
+    """A function from hash key to the open shard whose range holds it.
+
+    Built once per shard layout: shards are only ever added to a stream's list (resharding closes
+    parents *and* appends children; retention drops closed shards), so its length identifies the
+    layout. Callers hold the stream lock."""
+    layout = len(stream.shards)
+    if stream.routing is None or stream.routing[0] != layout:
+        shards = sorted(stream.open_shards(), key=lambda s: s.start_hash)
+        starts = [s.start_hash for s in shards]
+        stream.routing = (layout, lambda h: shards[bisect_right(starts, h) - 1])
+    return stream.routing[1]
 
 
 def check_size(stream: Stream, data: bytes, path: str) -> None:
@@ -81,7 +88,7 @@ def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         now = time.time()
         index = shard.next_index
         seq = sequence.make(shard.created, shard.index, index, int(now))
-        svc.store.append(shard.uid, [(index, seq, p["PartitionKey"], data, now)])
+        svc.store.append_one(shard.uid, (index, seq, p["PartitionKey"], data, now))
         shard.next_index = index + 1
     notify(shard)
     return encryption(stream, {"ShardId": shard.shard_id, "SequenceNumber": seq})

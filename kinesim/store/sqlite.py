@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS records (
     key INTEGER PRIMARY KEY, seq TEXT NOT NULL, pk TEXT NOT NULL,
     data BLOB NOT NULL, arrival REAL NOT NULL);
 """
+_INSERT = "INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)"
 
 
 class Store:
@@ -86,19 +87,11 @@ class Store:
 
     # records
 
-    def append(self, shard_uid: int, records: Iterable[StoredRecord]) -> None:
-        """Commit records to a shard's log; returns once they are durable."""
-        base = shard_uid << _SHIFT
-        rows = [(base | idx, seq, pk, data, arrival) for idx, seq, pk, data, arrival in records]
+    def append_one(self, shard_uid: int, record: StoredRecord) -> None:
+        """Commit one record (PutRecord's path): a single autocommit INSERT is its own transaction."""
+        idx, seq, pk, data, arrival = record
         with self._write_lock:
-            w = self._write
-            w.execute("BEGIN")
-            try:
-                w.executemany("INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)", rows)
-            except BaseException:
-                w.execute("ROLLBACK")
-                raise
-            w.execute("COMMIT")
+            self._write.execute(_INSERT, ((shard_uid << _SHIFT) | idx, seq, pk, data, arrival))
 
     def append_many(self, batches: dict[int, list[StoredRecord]]) -> None:
         """Commit records to several shards in one transaction (PutRecords)."""
@@ -110,7 +103,7 @@ class Store:
             w = self._write
             w.execute("BEGIN")
             try:
-                w.executemany("INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)", rows)
+                w.executemany(_INSERT, rows)
             except BaseException:
                 w.execute("ROLLBACK")
                 raise
