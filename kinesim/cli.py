@@ -45,6 +45,33 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="seconds before a shard iterator expires (AWS: 300); for testing expiry")
     p.add_argument("--retention-sweep", type=float, default=d.retention_sweep_s, dest="retention_sweep_s",
                    help="seconds between deletions of records past retention")
+    p.add_argument("--retention-hour", type=float, default=d.retention_hour_s, dest="retention_hour_s",
+                   help="seconds in one hour of a retention period (AWS: 3600); lower for testing expiry")
+    p.add_argument("--subscription-lifetime", type=float, default=d.subscription_s, dest="subscription_s",
+                   help="seconds a SubscribeToShard subscription lasts (AWS: 300)")
+    p.add_argument("--subscription-heartbeat", type=float, default=d.subscription_heartbeat_s,
+                   dest="subscription_heartbeat_s",
+                   help="longest gap in seconds between a subscription's events, records or not")
+    p.add_argument("--firehose-interval-scale", type=float, default=d.firehose_interval_scale,
+                   help="multiply Firehose buffering intervals and retry durations by this (0.01: a 60 s "
+                        "buffer flushes after 0.6 s); for tests")
+    p.add_argument("--firehose-s3-endpoint", default=d.firehose_s3_endpoint,
+                   help="S3 endpoint URL that Firehose writes to for buckets not found in kinesim's own "
+                        "object store (credentials from the usual AWS environment/config)")
+
+
+def _deploy_parser(sub: argparse._SubParsersAction) -> None:
+    from .deploy import cli as deploy
+    deploy.configure(sub.add_parser(
+        "deploy", help="create/update/delete a stack of streams, functions and triggers from a SAM template",
+        description=deploy.DESCRIPTION, epilog=deploy.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
+def _logs_parser(sub: argparse._SubParsersAction) -> None:
+    from .functions import logs_cli
+    logs_cli.configure(sub.add_parser(
+        "logs", help="print a function's log (START / its output / END / REPORT), optionally following it",
+        description=logs_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
+    _deploy_parser(sub)
+    _logs_parser(sub)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -64,4 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                             stream=sys.stderr)
         serve(settings)
         return 0
-    return 2
+    if args.command == "deploy":
+        from .deploy import cli as deploy
+        return deploy.run(args)
+    from .functions import logs_cli
+    return logs_cli.run(args)

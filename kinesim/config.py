@@ -27,6 +27,19 @@ class Settings:
     iterator_ttl_s: float = 300.0
     # How often expired records are deleted (reads hide them at once regardless).
     retention_sweep_s: float = 60.0
+    # Seconds in one hour of a stream's retention period (3600). Lower it to see records expire
+    # without waiting a day: with 0.05, the 24-hour minimum lasts 1.2 seconds.
+    retention_hour_s: float = 3600.0
+    # SubscribeToShard: how long a subscription lasts (AWS: 5 minutes) and the longest gap between
+    # its events (records or empty ones); settable so tests can see both end.
+    subscription_s: float = 300.0
+    subscription_heartbeat_s: float = 5.0
+    # Firehose: multiplies BufferingHints.IntervalInSeconds (and retry durations) so tests can see
+    # a 60 s buffer flush in 0.6 s (0.01). 1.0 is AWS's timing.
+    firehose_interval_scale: float = 1.0
+    # Firehose: an S3 endpoint (e.g. http://localhost:9000) that receives deliveries to buckets
+    # that do not exist in kinesim's own object store. AWS has no such field; None: local only.
+    firehose_s3_endpoint: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -8,19 +8,28 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import re
 import uuid
 from typing import Any, Callable, Iterable
 
-from flask import Flask, jsonify
+from flask import Flask, abort, jsonify, request, send_file
+
+from firehose.service import FirehoseService
 
 from .config import Settings
+from .functions.service import LambdaService
 from .kinesis.retention import Sweeper
 from .kinesis.service import KinesisService
 from .protocol import auth, codec
 from .protocol.errors import AwsError
+from .protocol.rest import RestApp
+from .s3.api import S3App, is_s3_request
+from .s3.objects import ObjectStore
 from .store import Store
 
 log = logging.getLogger("kinesim.edge")
+_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9-_]{1,64}")
 
 # 10 MiB records (UpdateMaxRecordSize) arrive base64-encoded: ~13.4 MiB of JSON.
 MAX_REQUEST_BYTES = 14 * 1024 * 1024
@@ -51,27 +60,93 @@ class Edge:
         self.store = Store(None if settings.in_memory else settings.data_dir)
         self.kinesis = KinesisService(settings, self.store)
         self.services: dict[str, Any] = {self.kinesis.target_prefix: self.kinesis}
+        # Buckets live beside the database (the S3 API serves the same store).
+        self.objects = ObjectStore(os.path.join(os.path.dirname(self.store.path), "s3"), settings.region)
+        self.s3 = S3App(self.objects, settings)
+        self.functions = LambdaService(settings, self.store, self.kinesis, self.objects)
+        self.lambda_rest = RestApp(self.functions, payload_type="application/json")
+        self.firehose = FirehoseService(settings, self.store, self.objects, self.kinesis,
+                                        self.functions.invoke_function)
+        self.services[self.firehose.target_prefix] = self.firehose
+        self.firehose.start()  # resumes delivery of what was buffered before a restart
         self.flask = self._flask_app()
         self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
         self.sweeper.start()
 
     def close(self) -> None:
         self.sweeper.stop()
+        self.firehose.close()
+        self.functions.close()
         self.store.close()
 
     def _flask_app(self) -> Flask:
         app = Flask("kinesim")
 
+        # A delivery stream's delivery metrics (CloudWatch's DeliveryToS3.* and friends).
+        @app.get("/_kinesim/firehose/<name>/metrics")
+        def firehose_metrics(name: str):
+            found = self.firehose.deliveries.metrics(name)
+            if found is None:
+                return jsonify(message=f"Firehose {name} under account {self.settings.account_id} not found."), 404
+            return jsonify(found)
+
         @app.get("/_kinesim/health")
         def health():
-            return jsonify(status="running", services={"kinesis": "running"},
-                           data_dir=None if self.settings.in_memory else self.settings.data_dir)
+            return jsonify(status="running", services={"kinesis": "running", "lambda": "running"},
+                           data_dir=None if self.settings.in_memory else self.settings.data_dir,
+                           region=self.settings.region, account_id=self.settings.account_id)
+
+        # Deployed stacks' state (`kinesim deploy`): what each template created, kept with the data
+        # so that a redeploy against this server updates in place and `--delete` knows what to remove.
+        @app.get("/_kinesim/stacks/<name>")
+        def get_stack(name: str):
+            stack = self.store.documents("stack").get(name)
+            return (jsonify(stack), 200) if stack is not None else (jsonify(message=f"Stack {name} does not exist"), 404)
+
+        @app.put("/_kinesim/stacks/<name>")
+        def put_stack(name: str):
+            body = request.get_json(silent=True)
+            if not isinstance(body, dict):
+                return jsonify(message="A stack is a JSON object"), 400
+            self.store.put_document("stack", name, body)
+            return jsonify(body)
+
+        @app.delete("/_kinesim/stacks/<name>")
+        def delete_stack(name: str):
+            self.store.delete_document("stack", name)
+            return "", 204
+
+        # A function's log events (`kinesim logs`): ?since=<epoch ms>, oldest first.
+        @app.get("/_kinesim/logs/<function>")
+        def function_logs(function: str):
+            if not _FUNCTION_NAME.fullmatch(function):
+                return jsonify(message=f"{function!r} is not a function name"), 400
+            try:
+                since = int(request.args.get("since", "0"))
+                limit = int(request.args.get("limit", "10000"))
+            except ValueError:
+                return jsonify(message="since and limit are integers (epoch milliseconds, a count)"), 400
+            return jsonify(logGroupName=self.functions.logs.group_name(function),
+                           events=self.functions.logs.read(function, since, max(1, min(limit, 10000))))
+
+        # GetFunction's Code.Location: the deployment package as uploaded.
+        @app.get("/_kinesim/functions/<function>/code.zip")
+        def function_code(function: str):
+            fn = self.functions.functions.get(function)
+            path = fn and self.functions.code.package_path(function, fn.get("PackageId", ""))
+            if not path:
+                abort(404)
+            return send_file(path, mimetype="application/zip", download_name=f"{function}.zip")
 
         return app
 
     # WSGI entry point
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        if "HTTP_X_AMZ_TARGET" not in environ and self.lambda_rest.accepts(environ):
+            return self.lambda_rest(environ, start_response)
+        if is_s3_request(environ):
+            return self.s3(environ, start_response)
         if "HTTP_X_AMZ_TARGET" not in environ and environ.get("REQUEST_METHOD") != "POST":
             return self.flask(environ, start_response)
         return self.json_protocol(environ, start_response)

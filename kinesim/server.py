@@ -82,7 +82,12 @@ class ServerProcess:
                "--delete-stream-ms", str(s.delete_stream_ms), "--update-stream-ms", str(s.update_stream_ms),
                "--shard-limit", str(s.shard_limit), "--region", s.region, "--account-id", s.account_id,
                "--log-level", s.log_level, "--iterator-ttl", str(s.iterator_ttl_s),
-               "--retention-sweep", str(s.retention_sweep_s)]
+               "--retention-sweep", str(s.retention_sweep_s), "--retention-hour", str(s.retention_hour_s),
+               "--subscription-lifetime", str(s.subscription_s),
+               "--subscription-heartbeat", str(s.subscription_heartbeat_s),
+               "--firehose-interval-scale", str(s.firehose_interval_scale)]
+        if s.firehose_s3_endpoint:
+            cmd += ["--firehose-s3-endpoint", s.firehose_s3_endpoint]
         if s.in_memory:
             cmd.append("--in-memory")
         if s.enforce_limits:

@@ -7,10 +7,10 @@ them (`settle`).
 
 SubscribeToShard answers with an event stream: an `initial-response` event, then
 `SubscribeToShardEvent`s as records arrive (a reader waits on the shard's condition, so a record
-is pushed milliseconds after it is stored), an empty one at least every `HEARTBEAT_S` seconds,
-until `SUBSCRIPTION_S` (AWS's 5 minutes) has passed or a closed shard's end is reached (that
-last event carries `ChildShards`). All checks run before the stream is returned, so a bad
-request is an ordinary AWS error response.
+is pushed milliseconds after it is stored), an empty one at least every
+`settings.subscription_heartbeat_s` seconds, until `settings.subscription_s` (AWS's 5 minutes)
+has passed or a closed shard's end is reached (that last event carries `ChildShards`). All
+checks run before the stream is returned, so a bad request is an ordinary AWS error response.
 """
 from __future__ import annotations
 
@@ -33,8 +33,6 @@ from .service import KinesisService, operation
 
 MAX_CONSUMERS = 20            # registered consumers per stream
 MAX_CREATING = 5              # consumers in CREATING at once (per stream here; per account on AWS)
-SUBSCRIPTION_S = 300.0        # a subscription's lifetime; `settings.subscription_s` overrides
-HEARTBEAT_S = 5.0             # an event at least this often, records or not
 EVENT_MAX_RECORDS = 10000
 EVENT_MAX_BYTES = 2 << 20     # one second of a shard's 2 MiB/s enhanced fan-out pipe
 
@@ -266,11 +264,11 @@ def _wake_subscribers(stream: Stream) -> None:
 
 
 def lifetime(svc: KinesisService) -> float:
-    return float(getattr(svc.settings, "subscription_s", SUBSCRIPTION_S))
+    return svc.settings.subscription_s
 
 
 def heartbeat(svc: KinesisService) -> float:
-    return float(getattr(svc.settings, "subscription_heartbeat_s", HEARTBEAT_S))
+    return svc.settings.subscription_heartbeat_s
 
 
 class Subscription:
@@ -287,7 +285,7 @@ class Subscription:
         self.key = (consumer.arn, shard.uid)
         self.lifetime = lifetime(svc)
         self.stopped = threading.Event()
-        if not _subscriptions(svc).claim(self.key, self, time.monotonic() + self.lifetime + HEARTBEAT_S):
+        if not _subscriptions(svc).claim(self.key, self, time.monotonic() + self.lifetime + heartbeat(svc)):
             raise in_use(f"Another active subscription exists for this consumer: {svc.account}:{stream.name}:"
                          f"{shard.shard_id}:{consumer.name}")
         self._events = self._generate()

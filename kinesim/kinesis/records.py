@@ -153,7 +153,7 @@ def read_batch(svc: KinesisService, stream: Stream, shard: Shard, index: int, li
     Shared by GetRecords, SubscribeToShard and the other in-process readers.
     """
     tip = shard.next_index
-    horizon = time.time() - stream.retention_hours * 3600
+    horizon = svc.retention_horizon(stream)
     rows = svc.store.read(shard.uid, index, limit, horizon)
     size = 0
     for n, row in enumerate(rows):

@@ -17,6 +17,8 @@ shards", so every child has at most two parents that exactly cover its range:
 The result is exactly the even ranges of a new stream with TargetShardCount shards. A shard
 whose range is already a target range is left open and untouched (4 -> 4 changes nothing,
 2 -> 4 is two splits, 4 -> 2 two merges).
+
+On-demand streams scale themselves: AWS refuses all three calls on them (ValidationException).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import time
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from ..protocol.errors import invalid_argument, limit_exceeded, not_found
+from ..protocol.errors import invalid_argument, limit_exceeded, not_found, validation_error
 from . import records, sequence
 from .model import Shard, Stream, even_ranges
 from .service import KinesisService, operation
@@ -54,10 +56,12 @@ def require_open(svc: KinesisService, stream: Stream, shard: Shard) -> None:
             "or split, and thus is not eligible for merging or splitting.")
 
 
-def require_active(svc: KinesisService, stream: Stream, p: dict[str, Any]) -> None:
-    """AWS's ResourceInUseException unless the stream is ACTIVE (and still the one we hold)."""
-    if svc.active_stream(p) is not stream:  # deleted and re-created since we looked it up
-        raise not_found(f"Stream {stream.name} under account {svc.account} not found.")
+def require_provisioned(svc: KinesisService, stream: Stream, op: str) -> None:
+    """AWS refuses resharding an on-demand stream (it scales itself) with a ValidationException."""
+    if stream.mode == "ON_DEMAND":
+        raise validation_error(
+            f"{op} is not supported for stream {stream.name} under account {svc.account} because it is in "
+            "ON_DEMAND capacity mode. This API is only supported for data streams with the provisioned capacity mode.")
 
 
 class Reshard:
@@ -73,21 +77,27 @@ class Reshard:
         shard.ending_seq = sequence.make(shard.created, shard.index, sequence.END_INDEX, int(self.now))
         self.closed.append(shard)
 
-    def child(self, start: int, end: int, parent: str, adjacent: str | None = None) -> Shard:
+    def child(self, start: int, end: int, *parents: Shard) -> Shard:
+        # A sequence number leads with its shard's creation second, so a child created in its
+        # parent's second would compare by the index's low nibble (shard 16 below shard 15).
+        # Created at least one second after every parent (as AWS's children are), each of its
+        # sequence numbers is above all of theirs, EndingSequenceNumber included.
+        created = max(int(self.now), *(p.created + 1 for p in parents))
         shard = Shard(uid=self.svc.new_shard_uid(), index=len(self.stream.shards), start_hash=start,
-                      end_hash=end, created=int(self.now), parent=parent, adjacent_parent=adjacent)
+                      end_hash=end, created=created, parent=parents[0].shard_id,
+                      adjacent_parent=parents[1].shard_id if len(parents) > 1 else None)
         self.stream.shards.append(shard)
         return shard
 
     def split(self, parent: Shard, new_start: int) -> tuple[Shard, Shard]:
         self.close(parent)
-        return (self.child(parent.start_hash, new_start - 1, parent.shard_id),
-                self.child(new_start, parent.end_hash, parent.shard_id))
+        return (self.child(parent.start_hash, new_start - 1, parent),
+                self.child(new_start, parent.end_hash, parent))
 
     def merge(self, lower: Shard, upper: Shard) -> Shard:
         self.close(lower)
         self.close(upper)
-        return self.child(lower.start_hash, upper.end_hash, lower.shard_id, upper.shard_id)
+        return self.child(lower.start_hash, upper.end_hash, lower, upper)
 
     def finish(self) -> None:
         """The stream UPDATING, and everything persisted."""
@@ -103,6 +113,7 @@ class Reshard:
 @operation("SplitShard")
 def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.stream(p)
+    require_provisioned(svc, stream, "SplitShard")
     with stream.lock, svc.lock:  # svc.lock: the account's shard count holds until the children exist
         shard = change_shard(svc, stream, p["ShardToSplit"])
         check_shard_limit(svc, 1)
@@ -114,7 +125,7 @@ def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
                 f"in stream {stream.name} under account {svc.account} is not both greater than one plus the "
                 f"shard's StartingHashKey {shard.start_hash} and less than the shard's EndingHashKey "
                 f"{shard.end_hash}.")
-        require_active(svc, stream, p)
+        svc.check_active(stream)
         change = Reshard(svc, stream)
         change.split(shard, key)
         change.finish()
@@ -125,6 +136,7 @@ def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
 @operation("MergeShards")
 def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.stream(p)
+    require_provisioned(svc, stream, "MergeShards")
     with stream.lock:
         shard = change_shard(svc, stream, p["ShardToMerge"])
         adjacent = change_shard(svc, stream, p["AdjacentShardToMerge"])
@@ -135,7 +147,7 @@ def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
             raise invalid_argument(
                 f"Shards {shard.shard_id} and {adjacent.shard_id} in stream {stream.name} under account "
                 f"{svc.account} are not an adjacent pair of shards eligible for merging")
-        require_active(svc, stream, p)
+        svc.check_active(stream)
         change = Reshard(svc, stream)
         change.merge(shard, adjacent)
         change.finish()
@@ -147,8 +159,9 @@ def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
 def update_shard_count(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     target = p["TargetShardCount"]
     stream = svc.stream(p)
+    require_provisioned(svc, stream, "UpdateShardCount")
     with stream.lock, svc.lock:
-        require_active(svc, stream, p)
+        svc.check_active(stream)
         current = sorted(stream.open_shards(), key=lambda s: s.start_hash)
         count = len(current)
         counts = f"Current open shard count: {count}, Target shard count: {target}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from .service import KinesisService
 
@@ -16,7 +15,7 @@ log = logging.getLogger("kinesim.retention")
 def sweep(svc: KinesisService) -> int:
     deleted = 0
     for stream in svc.all_streams():
-        horizon = time.time() - stream.retention_hours * 3600
+        horizon = svc.retention_horizon(stream)
         with stream.lock:
             # Record the next indexes first: they must outlive the records that proved them.
             svc.save(stream)

@@ -37,7 +37,12 @@ class KinesisService:
         self.settings = settings
         self.store = store
         self.validator = ModelValidator("kinesis")
-        self.lock = threading.RLock()  # stream creation/deletion and the shard-uid counter
+        # Lock order: a stream's `lock` first, then `self.lock`, then `_uid_lock`; never the other
+        # way round. Resharding holds its stream's lock and takes `self.lock` to check the account's
+        # shard count; deletion (`drop`) does the same. So whoever holds `self.lock` (CreateStream)
+        # must not wait for a stream's lock, and the uid counter has a leaf lock of its own.
+        self.lock = threading.RLock()  # the streams map: creation/deletion, account-wide shard counts
+        self._uid_lock = threading.Lock()
         self.streams: dict[str, Stream] = {}
         for doc in store.documents("stream").values():
             stream = Stream.from_doc(doc)
@@ -96,7 +101,7 @@ class KinesisService:
     def find(self, name: str) -> Stream | None:
         stream = self.streams.get(name)
         if stream is not None and stream.ready_at and time.time() >= stream.ready_at:
-            self._settle(stream)
+            self.settle(stream)
             stream = self.streams.get(name)
         return stream
 
@@ -109,17 +114,34 @@ class KinesisService:
 
     def active_stream(self, params: dict[str, Any]) -> Stream:
         """A stream that accepts control-plane changes (ACTIVE), else AWS's ResourceInUseException."""
-        stream = self.stream(params)
+        return self.check_active(self.stream(params))
+
+    def check_active(self, stream: Stream) -> Stream:
+        """`stream` if it is ACTIVE and still the stream of its name, else AWS's error.
+
+        Settles only this stream, never looks its name up again: a caller holding the stream's
+        lock and `self.lock` would otherwise wait for the lock of a re-created namesake.
+        """
+        self.settle(stream)
+        if self.streams.get(stream.name) is not stream:
+            raise not_found(f"Stream {stream.name} under account {self.account} not found.")
         if stream.status != "ACTIVE":
             raise in_use(f"Stream {stream.name} under account {self.account} not ACTIVE, instead in state {stream.status}")
         return stream
+
+    def retention_horizon(self, stream: Stream) -> float:
+        """Epoch seconds before which the stream's records have expired (and its closed shards
+        are no longer listed). An hour lasts `settings.retention_hour_s`: 3600 unless a test
+        shortens it."""
+        return time.time() - stream.retention_hours * self.settings.retention_hour_s
 
     def all_streams(self) -> list[Stream]:
         for name in list(self.streams):
             self.find(name)
         return list(self.streams.values())
 
-    def _settle(self, stream: Stream) -> None:
+    def settle(self, stream: Stream) -> None:
+        """Apply the stream's due state change: CREATING/UPDATING -> ACTIVE, DELETING -> gone."""
         with stream.lock:
             if not stream.ready_at or time.time() < stream.ready_at:
                 return
@@ -140,20 +162,29 @@ class KinesisService:
     # persistence
 
     def save(self, stream: Stream) -> None:
-        self.store.put_document("stream", stream.name, stream.to_doc())
+        """Write the stream's document; the caller holds `stream.lock`. A stream dropped since the
+        caller looked it up (drop also runs under its lock) is not written back to life."""
+        if self.streams.get(stream.name) is stream:
+            self.store.put_document("stream", stream.name, stream.to_doc())
 
     def drop(self, stream: Stream) -> None:
+        """Forget a deleted stream: its records, its consumers (kept in its document) and the
+        resource policies of both, so that a stream created later under its name (same ARN)
+        starts with none of them."""
         with self.lock:
             if self.streams.get(stream.name) is stream:
                 del self.streams[stream.name]
-            self.store.delete_document("stream", stream.name)
+                self.store.delete_document("stream", stream.name)
+                for arn in [stream.arn, *(c.arn for c in stream.consumers.values())]:
+                    if self.policies.pop(arn, None) is not None:
+                        self.store.delete_document("policy", arn)
             self.store.delete_records([s.uid for s in stream.shards])
             for shard in stream.shards:
                 with shard.appended:
                     shard.appended.notify_all()
 
     def new_shard_uid(self) -> int:
-        with self.lock:
+        with self._uid_lock:
             uid = self._next_uid
             self._next_uid += 1
             return uid

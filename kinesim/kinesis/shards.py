@@ -127,7 +127,7 @@ def select(svc: KinesisService, stream: Stream, shard_filter: dict[str, Any] | N
     if kind == "FROM_TIMESTAMP":
         ts = shard_filter["Timestamp"]
         return [s for s in shards if s.closed_at is None or s.closed_at >= ts]
-    horizon = max(time.time() - stream.retention_hours * 3600, stream.created)
+    horizon = max(svc.retention_horizon(stream), stream.created)
     if kind == "AT_TRIM_HORIZON":
         return open_at(stream, shards, horizon)
     return open_at(stream, shards, max(shard_filter["Timestamp"], horizon))  # AT_TIMESTAMP

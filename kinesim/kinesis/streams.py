@@ -37,15 +37,22 @@ def create_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         count = p["ShardCount"]
     else:
         count = p.get("ShardCount", ON_DEMAND_SHARDS)
+    tags = dict(p.get("Tags") or {})
+    if tags:  # AddTagsToStream's checks, before anything exists
+        from .tags import check_new_tags
+        check_new_tags({}, tags, f"stream {name} under account {svc.account}")
+    # Settle a due DELETING -> gone first: settling takes the stream's lock, which must not be
+    # waited for while holding svc.lock (see the lock order in KinesisService).
+    svc.find(name)
     with svc.lock:
-        if svc.find(name) is not None:
+        if name in svc.streams:
             raise in_use(f"Stream {name} under account {svc.account} already exists.")
         if mode == "ON_DEMAND" and sum(s.mode == "ON_DEMAND" for s in svc.streams.values()) >= ON_DEMAND_STREAM_LIMIT:
             raise limit_exceeded(f"This request would exceed the on-demand stream limit for the account {svc.account}.")
         check_shard_limit(svc, count)  # before anything is allocated
         now = time.time()
         stream = Stream(name=name, arn=svc.stream_arn(name), created=now, mode=mode,
-                        tags=dict(p.get("Tags", {})),
+                        tags=tags,
                         max_record_size_kib=p.get("MaxRecordSizeInKiB", 1024),
                         warm_throughput_mibps=p.get("WarmThroughputMiBps"))
         stream.shards = [Shard(uid=svc.new_shard_uid(), index=i, start_hash=lo, end_hash=hi, created=int(now))
@@ -77,7 +84,7 @@ def visible_shards(svc: KinesisService, stream: Stream) -> list[Shard]:
     """Shards AWS still lists: open ones, and closed ones until retention has passed since closing."""
     if stream.status == "CREATING":
         return []
-    horizon = time.time() - stream.retention_hours * 3600
+    horizon = svc.retention_horizon(stream)
     return [s for s in stream.shards if s.closed_at is None or s.closed_at >= horizon]
 
 

@@ -1,0 +1,171 @@
+"""The Firehose service: operation registry, delivery stream lookup, lazy states, persistence.
+
+Each operation is a plain function `(service, params) -> response dict` registered with
+`@operation` in the module of its concern (`streams_api`: the control plane, `records_api`:
+PutRecord/PutRecordBatch). Delivery itself runs in background workers (`delivery`), one per
+delivery stream, started here and stopped by `close()`.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kinesim.config import Settings
+from kinesim.protocol.errors import AwsError, not_found
+from kinesim.protocol.validation import ModelValidator
+from kinesim.store import Store
+
+from .delivery import Deliveries
+
+Handler = Callable[["FirehoseService", dict[str, Any]], dict[str, Any]]
+OPERATIONS: dict[str, Handler] = {}
+
+# `invoke(function name or ARN, payload) -> Invocation` (attributes `payload`, `function_error`):
+# how a Lambda processor is called (kinesim.functions' LambdaService.invoke_function).
+Invoke = Callable[[str, bytes], Any]
+
+
+def operation(name: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        OPERATIONS[name] = fn
+        return fn
+    return register
+
+
+@dataclass
+class DeliveryStream:
+    """One delivery stream as it is stored. `destination` is kept in the form AWS describes it
+    (ExtendedS3DestinationDescription, defaults filled in); `source` is the Kinesis source
+    (KinesisStreamARN, RoleARN, DeliveryStartTimestamp) or None for DirectPut."""
+    name: str
+    arn: str
+    type: str
+    created: float
+    destination: dict[str, Any]
+    status: str = "CREATING"
+    ready_at: float = 0.0          # when CREATING becomes ACTIVE / DELETING disappears (applied lazily)
+    version: int = 1
+    updated: float | None = None
+    source: dict[str, Any] | None = None
+    encryption: dict[str, Any] = field(default_factory=lambda: {"Status": "DISABLED"})
+    tags: dict[str, str] = field(default_factory=dict)
+    # Guards the fields above against a concurrent UpdateDestination while a worker reads them.
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"name": self.name, "arn": self.arn, "type": self.type, "created": self.created,
+                "destination": self.destination, "status": self.status, "ready_at": self.ready_at,
+                "version": self.version, "updated": self.updated, "source": self.source,
+                "encryption": self.encryption, "tags": self.tags}
+
+    @classmethod
+    def from_doc(cls, d: dict[str, Any]) -> "DeliveryStream":
+        return cls(**d)
+
+
+class FirehoseService:
+    target_prefix = "Firehose_20150804"
+
+    def __init__(self, settings: Settings, store: Store, objects: Any, kinesis: Any,
+                 invoke: Invoke | None = None):
+        # Importing the operation modules registers their operations.
+        from . import records_api, streams_api  # noqa: F401
+        self.settings = settings
+        self.store = store
+        self.objects = objects        # kinesim.s3.objects.ObjectStore: the local buckets
+        self.kinesis = kinesis        # kinesim.kinesis.service.KinesisService: KinesisStreamAsSource
+        self.invoke = invoke
+        self.validator = ModelValidator("firehose")
+        self.direct_put_quota = records_api.DirectPutQuota()  # applied with --enforce-limits
+        self.lock = threading.RLock()  # the delivery streams map
+        self.streams: dict[str, DeliveryStream] = {
+            name: DeliveryStream.from_doc(doc) for name, doc in store.documents("firehose-stream").items()}
+        self.deliveries = Deliveries(self)
+
+    def start(self) -> None:
+        """Start (or resume, after a restart) delivery for every stored delivery stream."""
+        for ds in self.all_streams():
+            if ds.status != "DELETING":
+                self.deliveries.start(ds)
+
+    def close(self) -> None:
+        self.deliveries.stop_all()
+
+    # dispatch
+
+    def call(self, op: str, params: dict[str, Any], cbor: bool = False) -> dict[str, Any]:
+        handler = OPERATIONS.get(op)
+        if handler is None:
+            raise AwsError("UnknownOperationException")
+        return handler(self, self.validator.parse(op, params, cbor=cbor))
+
+    def has_operation(self, op: str) -> bool:
+        return op in OPERATIONS
+
+    # identity
+
+    @property
+    def account(self) -> str:
+        return self.settings.account_id
+
+    def arn(self, name: str) -> str:
+        return f"arn:aws:firehose:{self.settings.region}:{self.account}:deliverystream/{name}"
+
+    def not_found(self, name: str) -> AwsError:
+        return not_found(f"Firehose {name} under account {self.account} not found.")
+
+    # lookup with lazy state transitions
+
+    def find(self, name: str) -> DeliveryStream | None:
+        ds = self.streams.get(name)
+        if ds is not None and ds.ready_at and time.time() >= ds.ready_at:
+            self._settle(ds)
+            ds = self.streams.get(name)
+        return ds
+
+    def stream(self, name: str) -> DeliveryStream:
+        ds = self.find(name)
+        if ds is None:
+            raise self.not_found(name)
+        return ds
+
+    def all_streams(self) -> list[DeliveryStream]:
+        for name in list(self.streams):
+            self.find(name)
+        return list(self.streams.values())
+
+    def _settle(self, ds: DeliveryStream) -> None:
+        with ds.lock:
+            if not ds.ready_at or time.time() < ds.ready_at:
+                return
+            ds.ready_at = 0.0
+            deleting = ds.status == "DELETING"
+            if not deleting:
+                ds.status = "ACTIVE"
+                self.save(ds)
+        if deleting:  # outside the lock: dropping joins the worker, which may be waiting for it
+            self.drop(ds)
+
+    def begin(self, ds: DeliveryStream, status: str, delay_ms: int) -> None:
+        """Enter CREATING/DELETING for `delay_ms` (0: the change is immediate)."""
+        if delay_ms <= 0:
+            ds.status, ds.ready_at = ("DELETING", time.time()) if status == "DELETING" else ("ACTIVE", 0.0)
+        else:
+            ds.status, ds.ready_at = status, time.time() + delay_ms / 1000.0
+
+    # persistence
+
+    def save(self, ds: DeliveryStream) -> None:
+        self.store.put_document("firehose-stream", ds.name, ds.to_doc())
+
+    def drop(self, ds: DeliveryStream) -> None:
+        """Forget a deleted delivery stream: its worker, its buffered records, its source checkpoint."""
+        self.deliveries.stop(ds.name)
+        with self.lock:
+            if self.streams.get(ds.name) is ds:
+                del self.streams[ds.name]
+            self.store.delete_document("firehose-stream", ds.name)
+            self.store.delete_document("firehose-checkpoint", ds.name)
+            self.store.firehose_buffer_delete(ds.name)

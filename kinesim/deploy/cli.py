@@ -1,0 +1,144 @@
+"""`kinesim deploy TEMPLATE`: make a kinesim server's resources match a CloudFormation/SAM template."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from .intrinsics import partition_of
+from .resources import Target
+from .stack import Deployer, StateStore, stack_name_for
+from .template import DeployError
+
+DEFAULT_ENDPOINT = "http://localhost:4566"
+STACK_NAME = re.compile(r"[a-zA-Z][-a-zA-Z0-9]{0,127}")
+
+DESCRIPTION = """\
+Deploy a CloudFormation or SAM template (Transform: AWS::Serverless-2016-10-31) to a kinesim
+server, the way `sam deploy` deploys to AWS: Kinesis streams, Lambda functions (each CodeUri
+directory is zipped and uploaded) and their event source mappings are created through the same
+APIs a client uses. IAM roles and policies are accepted and ignored: kinesim does not check
+permissions.
+
+Deploying again updates the stack in place: unchanged resources are left alone, changed ones are
+updated (or replaced when CloudFormation would replace them, e.g. a new stream Name), and
+resources no longer in the template are deleted. The stack's state lives on the server, with
+its data. One line is printed per resource with its action, then the stack's Outputs.
+
+Before anything is changed, the template is checked with cfn-lint (offline): a misspelt
+property or a bad !GetAtt is reported with the resource and property it is in.
+"""
+
+EPILOG = """\
+examples:
+  kinesim deploy template.yaml
+  kinesim deploy template.yaml --parameter-overrides ShardCount=4
+  kinesim deploy infra/app.yaml --stack-name clicks --endpoint-url http://localhost:4566
+  kinesim deploy template.yaml --delete
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add deploy's arguments to `parser` (a subcommand's parser, or a parser of its own)."""
+    parser.add_argument("template", type=Path, help="the template file (YAML or JSON)")
+    parser.add_argument("--stack-name", help="the stack to create or update (default: the name of the "
+                                             "template's directory)")
+    parser.add_argument("--parameter-overrides", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="template parameter values, as KEY=VALUE or ParameterKey=KEY,ParameterValue=VALUE")
+    parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT,
+                        help=f"the kinesim server (default: $AWS_ENDPOINT_URL, else {DEFAULT_ENDPOINT})")
+    parser.add_argument("--region", help="the value of AWS::Region (default: the server's region, which is "
+                                         "the one in its ARNs; else $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)")
+    parser.add_argument("--delete", action="store_true",
+                        help="delete the stack and every resource it made, dependents first")
+    parser.add_argument("--no-lint", dest="lint", action="store_false",
+                        help="skip the cfn-lint check of the template")
+    return parser
+
+
+def parser() -> argparse.ArgumentParser:
+    return configure(argparse.ArgumentParser(prog="kinesim deploy", description=DESCRIPTION, epilog=EPILOG,
+                                             formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        overrides = parse_overrides(args.parameter_overrides)
+        if args.stack_name is not None and not STACK_NAME.fullmatch(args.stack_name):
+            raise DeployError(f"1 validation error detected: Value '{args.stack_name}' at 'stackName' failed to "
+                              "satisfy constraint: Member must satisfy regular expression pattern: "
+                              "[a-zA-Z][-a-zA-Z0-9]*|arn:[-a-zA-Z0-9:/._+]*")
+        target = make_target(args)
+        deployer = Deployer(target, StateStore(args.endpoint_url))
+        if args.delete:
+            if not deployer.delete():
+                print(f"Stack {target.stack_name} does not exist: nothing to delete")
+            else:
+                print(f"Stack {target.stack_name} deleted")
+            return 0
+        if not args.template.is_file():
+            raise DeployError(f"Template file {args.template} does not exist")
+        deployer.deploy(args.template, overrides, run_lint=args.lint)
+        print(f"Stack {target.stack_name} deployed to {args.endpoint_url}")
+        return 0
+    except DeployError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        return 1
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        if item.startswith("ParameterKey="):
+            fields = dict(part.split("=", 1) for part in item.split(",", 1) if "=" in part)
+            key, value = fields.get("ParameterKey"), fields.get("ParameterValue")
+        else:
+            key, _, value = item.partition("=")
+            value = value if "=" in item else None
+        if not key or value is None:
+            raise DeployError(f"--parameter-overrides takes KEY=VALUE, not {item!r}")
+        overrides[key] = value
+    return overrides
+
+
+def server_settings(endpoint_url: str) -> dict[str, Any]:
+    """The server's region and account id, from its health document (empty if it does not say)."""
+    try:
+        with urllib.request.urlopen(endpoint_url.rstrip("/") + "/_kinesim/health", timeout=10) as response:
+            return json.loads(response.read())
+    except OSError as err:
+        raise DeployError(f"cannot reach kinesim at {endpoint_url} ({err}); is `kinesim serve` running? "
+                          "(--endpoint-url or AWS_ENDPOINT_URL choose the server)") from None
+
+
+def make_target(args: argparse.Namespace) -> Target:
+    health = server_settings(args.endpoint_url)
+    # A kinesim server is one region: its own (in every ARN it returns) is the natural default.
+    region = args.region or health.get("region") or os.environ.get("AWS_REGION") \
+        or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    session = boto3.Session(region_name=region)
+    # kinesim accepts any credentials; a machine without an AWS profile can deploy all the same.
+    credentials = {} if session.get_credentials() else {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+    config = Config(retries={"max_attempts": 3, "mode": "standard"})
+    clients = {name: session.client(name, endpoint_url=args.endpoint_url, config=config, **credentials)
+               for name in ("kinesis", "lambda")}
+    return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"],
+                  stack_name=args.stack_name or stack_name_for(args.template), region=region,
+                  account_id=str(health.get("account_id") or "000000000000"), partition=partition_of(region),
+                  template_dir=args.template.resolve().parent)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

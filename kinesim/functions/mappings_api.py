@@ -1,0 +1,185 @@
+"""Event source mapping operations: Create, Get, List, Update, Delete — Kinesis streams as sources.
+
+The stored document is the EventSourceMappingConfiguration with `State` holding what the user
+asked for ("Enabled" or "Disabled"); the MappingManager runs pollers to match it. Answers to
+Create/Update/Delete show AWS's transitional states (Creating, Enabling, Disabling, Updating,
+Deleting); Get and List show the pollers' live state and last processing result.
+"""
+from __future__ import annotations
+
+import base64
+import time
+import uuid as uuidlib
+from typing import Any
+
+from ..protocol.rest import RequestContext
+from .service import LambdaService, conflict, invalid_parameter, operation
+
+MAX_LIST_ITEMS = 100  # ListEventSourceMappings' default page
+MIN_RECORD_AGE_S = 60  # MaximumRecordAgeInSeconds: -1, or at least a minute
+
+# Kinesis defaults, as AWS fills them in.
+KINESIS_DEFAULTS: dict[str, Any] = {
+    "BatchSize": 100,
+    "MaximumBatchingWindowInSeconds": 0,
+    "ParallelizationFactor": 1,
+    "MaximumRecordAgeInSeconds": -1,
+    "BisectBatchOnFunctionError": False,
+    "MaximumRetryAttempts": -1,
+    "TumblingWindowInSeconds": 0,
+    "FunctionResponseTypes": [],
+}
+# What UpdateEventSourceMapping may change for a Kinesis source.
+UPDATABLE = ("BatchSize", "FilterCriteria", "MaximumBatchingWindowInSeconds", "ParallelizationFactor",
+             "DestinationConfig", "MaximumRecordAgeInSeconds", "BisectBatchOnFunctionError", "MaximumRetryAttempts",
+             "TumblingWindowInSeconds", "FunctionResponseTypes", "KMSKeyArn", "MetricsConfig")
+
+
+def _stream_name(svc: LambdaService, arn: str) -> str:
+    """The name of the local stream a Kinesis source ARN names; AWS's errors otherwise."""
+    parts = arn.split(":", 5)
+    service = parts[2] if len(parts) > 2 else ""
+    if service != "kinesis":
+        raise invalid_parameter(
+            f"Unsupported event source {arn}: kinesim's event source mappings read Kinesis streams only.")
+    resource = parts[5] if len(parts) > 5 else ""
+    if "/consumer/" in resource:
+        raise invalid_parameter(
+            f"Unsupported event source {arn}: kinesim reads streams with shared throughput; enhanced fan-out "
+            "consumers are not supported as event sources.")
+    name = resource[len("stream/"):] if resource.startswith("stream/") else ""
+    stream = svc.kinesis.find(name) if name else None
+    if (stream is None or stream.status == "DELETING" or parts[3] != svc.settings.region
+            or parts[4] != svc.settings.account_id):
+        raise invalid_parameter(f"Stream not found: {arn}")
+    return name
+
+
+def _check_settings(p: dict[str, Any]) -> None:
+    destination = p.get("DestinationConfig") or {}
+    if destination.get("OnSuccess"):
+        raise invalid_parameter("Unsupported DestinationConfig parameter for given event source mapping type.")
+    age = p.get("MaximumRecordAgeInSeconds")
+    if age is not None and age != -1 and age < MIN_RECORD_AGE_S:
+        raise invalid_parameter(
+            f"MaximumRecordAgeInSeconds must be -1 (records never expire from the mapping) or between "
+            f"{MIN_RECORD_AGE_S} and 604800; got {age}.")
+
+
+def _response(doc: dict[str, Any], state: str) -> dict[str, Any]:
+    return {**doc, "State": state}
+
+
+@operation("CreateEventSourceMapping")
+def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+    source = p.get("EventSourceArn")
+    if not source:
+        raise invalid_parameter("Unrecognized event source.")
+    _stream_name(svc, source)
+    position = p.get("StartingPosition")
+    if position is None:
+        raise invalid_parameter("1 validation error detected: Value null at 'startingPosition' failed to satisfy "
+                                "constraint: Member must not be null.")
+    if position == "AT_TIMESTAMP" and p.get("StartingPositionTimestamp") is None:
+        raise invalid_parameter("StartingPositionTimestamp is required when StartingPosition is AT_TIMESTAMP.")
+    _check_settings(p)
+    name, qualifier = svc.parse_function_ref(p["FunctionName"])
+    if name not in svc.functions or qualifier not in (None, "$LATEST"):
+        raise invalid_parameter("Function does not exist")
+    function_arn = svc.function_arn(name, qualifier)
+    uuid = str(uuidlib.uuid4())
+    doc: dict[str, Any] = {
+        "UUID": uuid,
+        "StartingPosition": position,
+        **KINESIS_DEFAULTS,
+        "EventSourceArn": source,
+        "FunctionArn": function_arn,
+        "LastModified": round(time.time(), 3),
+        "LastProcessingResult": "No records processed",
+        "State": "Enabled" if p.get("Enabled", True) else "Disabled",
+        "StateTransitionReason": "User action",
+        "DestinationConfig": {"OnFailure": {}},
+        "EventSourceMappingArn": svc.mapping_arn(uuid),
+        "CreatedAt": time.time(),
+    }
+    if position == "AT_TIMESTAMP":
+        doc["StartingPositionTimestamp"] = p["StartingPositionTimestamp"]
+    for key in UPDATABLE:
+        if p.get(key) is not None:
+            doc[key] = p[key]
+    if p.get("Tags"):
+        doc["Tags"] = p["Tags"]
+    with svc.lock:
+        for other in svc.mappings.values():
+            if other["EventSourceArn"] == source and other["FunctionArn"] == function_arn:
+                raise conflict(f'The event source arn (" {source} ") and function (" {name} ") provided mapping '
+                               f"already exists. Please update or delete the existing mapping with UUID "
+                               f"{other['UUID']}")
+        svc.manager.sync(doc)  # refuses what cannot run (a bad filter, an unsupported destination)
+        svc.save_mapping(doc)
+    return _response(doc, "Creating")
+
+
+@operation("GetEventSourceMapping")
+def get_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+    return svc.live_mapping(svc.mapping(p["UUID"]))
+
+
+@operation("ListEventSourceMappings")
+def list_event_source_mappings(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+    mappings = sorted(svc.mappings.values(), key=lambda m: (m.get("CreatedAt", 0), m["UUID"]))
+    if p.get("EventSourceArn"):
+        mappings = [m for m in mappings if m["EventSourceArn"] == p["EventSourceArn"]]
+    if p.get("FunctionName"):
+        name, qualifier = svc.parse_function_ref(p["FunctionName"])
+        wanted = svc.function_arn(name, qualifier)
+        mappings = [m for m in mappings if m["FunctionArn"] == wanted
+                    or (qualifier is None and m["FunctionArn"].startswith(wanted + ":"))]
+    start = 0
+    if p.get("Marker"):
+        try:
+            first = base64.urlsafe_b64decode(p["Marker"].encode()).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise invalid_parameter(f"Invalid marker: {p['Marker']}") from None
+        start = next((i for i, m in enumerate(mappings) if m["UUID"] == first), len(mappings))
+    limit = p.get("MaxItems") or MAX_LIST_ITEMS
+    page = mappings[start:start + limit]
+    out: dict[str, Any] = {"EventSourceMappings": [svc.live_mapping(m) for m in page]}
+    if start + limit < len(mappings):
+        out["NextMarker"] = base64.urlsafe_b64encode(mappings[start + limit]["UUID"].encode()).decode()
+    return out
+
+
+@operation("UpdateEventSourceMapping")
+def update_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+    _check_settings(p)
+    with svc.lock:
+        doc = dict(svc.mapping(p["UUID"]))
+        if p.get("FunctionName") is not None:
+            name, qualifier = svc.parse_function_ref(p["FunctionName"])
+            if name not in svc.functions or qualifier not in (None, "$LATEST"):
+                raise invalid_parameter("Function does not exist")
+            doc["FunctionArn"] = svc.function_arn(name, qualifier)
+        for key in UPDATABLE:
+            if p.get(key) is not None:
+                doc[key] = p[key]
+        shown = "Updating"
+        if p.get("Enabled") is not None:
+            wanted = "Enabled" if p["Enabled"] else "Disabled"
+            if wanted != doc["State"]:
+                shown = "Enabling" if p["Enabled"] else "Disabling"
+            doc["State"] = wanted
+        doc["LastModified"] = round(time.time(), 3)
+        svc.manager.sync(doc)
+        svc.save_mapping(doc)
+    return _response(svc.live_mapping(doc), shown)
+
+
+@operation("DeleteEventSourceMapping")
+def delete_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+    with svc.lock:
+        doc = svc.mapping(p["UUID"])
+        live = svc.live_mapping(doc)
+        svc.manager.remove(doc["UUID"])
+        svc.drop_mapping(doc["UUID"])
+    return _response(live, "Deleting")

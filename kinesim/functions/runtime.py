@@ -1,0 +1,495 @@
+"""The function runtime: Lambda's platform side. Each function gets warm worker processes
+(execution environments, see worker.py), started on first use, reused, one invocation at a time
+each, up to `max_workers_per_function`. Around each invocation it does what Lambda does: the
+timeout (SIGKILL and a fresh environment next time), a crashed runtime (`Runtime.ExitError`), the
+6 MB response limit, and the START / END / REPORT log lines in the worker's log stream.
+
+Thread-safe: pollers and HTTP requests call `invoke` concurrently.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import orjson
+
+from .logs import FunctionLogs
+from .worker import pack, unpack
+
+log = logging.getLogger("kinesim.functions")
+
+INIT_LIMIT_S = 10.0  # AWS's limit for the init phase; a longer function timeout extends it
+MAX_RESPONSE_BYTES = 6 * 1024 * 1024 + 100  # AWS's "maximum allowed payload size (6291556 bytes)"
+TAIL_BYTES = 4096
+LOG_FLUSH_S = 0.5  # a long invocation's output reaches the log file at least this often
+# What a worker keeps of the server's environment: enough to run Python, nothing of the server's own
+_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH")
+
+
+@dataclass
+class Invocation:
+    request_id: str
+    payload: bytes              # the handler's return value as JSON bytes; on error, AWS's error JSON
+    function_error: str | None  # None, or "Unhandled" (exception / timeout / crash): X-Amz-Function-Error
+    log_tail: str               # the last 4 KB of this invocation's log (LogType=Tail), plain text
+    duration_ms: float
+    billed_ms: int
+    max_memory_mb: int
+
+
+class FunctionRuntime:
+    def __init__(self, logs: FunctionLogs, endpoint_url: str, region: str, account_id: str,
+                 max_workers_per_function: int = 10):
+        self.logs = logs
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.account_id = account_id
+        self.max_workers = max_workers_per_function
+        self._pools: dict[str, _Pool] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def invoke(self, fn: dict, payload: bytes, request_id: str | None = None, *,
+               client_context: dict | None = None, identity: dict | None = None,
+               invoked_function_arn: str | None = None) -> Invocation:
+        """Run one invocation, blocking. `fn` is the FunctionConfiguration plus "CodeDir".
+        `client_context` (decoded X-Amz-Client-Context), `identity` (Cognito) and the ARN the caller
+        used (qualified or not) reach the handler's `context`."""
+        request_id = request_id or str(uuid.uuid4())
+        while True:
+            pool = self._pool(fn)
+            try:
+                worker = pool.acquire()
+                break
+            except _Retired:  # the function changed while we waited: use the new configuration
+                continue
+        try:
+            if worker is None:  # no idle environment: a cold start
+                worker = pool.started(self._start(fn))
+                failed = self._init(worker, fn, request_id)
+                if failed is not None:
+                    return failed
+            return self._run(worker, fn, payload, request_id, {
+                "client_context": client_context, "identity": identity,
+                "arn": invoked_function_arn or fn.get("FunctionArn")})
+        finally:
+            if worker is not None:
+                pool.release(worker)
+            else:
+                pool.start_failed()
+
+    def retire(self, function_name: str) -> None:
+        """Stop this function's workers; running invocations finish first, on the old code."""
+        with self._lock:
+            pool = self._pools.pop(function_name, None)
+        if pool is not None:
+            pool.retire()
+
+    def close(self) -> None:
+        """Stop every worker at once, running ones included (server shutdown)."""
+        with self._lock:
+            self._closed = True
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.retire(stop_busy=True)
+
+    # --- environments -----------------------------------------------------------------------
+
+    def _pool(self, fn: dict) -> _Pool:
+        signature = _signature(fn)
+        name = fn["FunctionName"]
+        stale = None
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the function runtime is closed")
+            pool = self._pools.get(name)
+            if pool is None or pool.signature != signature:
+                # code or configuration changed without a retire(): AWS starts new environments too
+                stale = pool
+                pool = self._pools[name] = _Pool(signature, self.max_workers)
+        if stale is not None:
+            stale.retire()
+        return pool
+
+    def _start(self, fn: dict) -> WorkerProcess:
+        version = fn.get("Version", "$LATEST")
+        stream = time.strftime("%Y/%m/%d", time.gmtime()) + f"/[{version}]" + secrets.token_hex(16)
+        worker = WorkerProcess(fn["CodeDir"], self._environment(fn, stream), stream)
+        log.debug("started worker %d for %s (%s)", worker.proc.pid, fn["FunctionName"], stream)
+        return worker
+
+    def _environment(self, fn: dict, stream: str) -> dict[str, str]:
+        env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+        env["TZ"] = ":UTC"
+        env["AWS_ENDPOINT_URL"] = self.endpoint_url  # boto3 inside a handler talks to kinesim
+        variables = (fn.get("Environment") or {}).get("Variables") or {}
+        env.update({k: str(v) for k, v in variables.items()})
+        if "PYTHONPATH" in variables and "PYTHONPATH" in os.environ:  # the worker must still find kinesim
+            env["PYTHONPATH"] = variables["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
+        runtime = fn.get("Runtime") or ""
+        if not runtime.startswith("python"):
+            runtime = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        name = fn["FunctionName"]
+        env.update({  # reserved: a function's own variables cannot override these
+            "_HANDLER": fn["Handler"],
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_{runtime}",
+            "AWS_LAMBDA_FUNCTION_NAME": name,
+            "AWS_LAMBDA_FUNCTION_VERSION": fn.get("Version", "$LATEST"),
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.get("MemorySize", 128)),
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "AWS_LAMBDA_LOG_GROUP_NAME": self.logs.group_name(name),
+            "AWS_LAMBDA_LOG_STREAM_NAME": stream,
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "LAMBDA_TASK_ROOT": fn["CodeDir"],
+            # credentials of the right shape: kinesim checks their shape only
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_ACCESS_KEY": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_SESSION_TOKEN": "test",
+        })
+        return env
+
+    # --- one invocation ---------------------------------------------------------------------
+
+    def _init(self, worker: WorkerProcess, fn: dict, request_id: str) -> Invocation | None:
+        """Wait for the handler's import (the cold start). None when it succeeded; otherwise the
+        invocation's result, AWS's for an init that failed in the invoke phase."""
+        record = worker.cold_start_log = _InvocationLog(self.logs, fn["FunctionName"], worker)
+        deadline = worker.started + max(INIT_LIMIT_S, float(fn.get("Timeout", 3)))
+        try:
+            header, body = self._receive_until(worker, record, deadline, "init")
+        except TimeoutError:
+            status, error_type = "timeout", None
+        except EOFError:
+            status, error_type = "error", "Runtime.ExitError"
+        else:
+            worker.rss_kb = header["rss_kb"]
+            worker.init_ms = (time.perf_counter() - worker.started) * 1000
+            if header["error"] is None:
+                return None
+            status, error_type = "error", header["error"]
+        init_ms = (time.perf_counter() - worker.started) * 1000
+        worker.init_ms = None  # reported by INIT_REPORT, not in REPORT
+        rss_kb = worker.peak_rss_kb()
+        reason = worker.stop(grace_s=0 if status == "timeout" else 1.0)  # a failed init exits by itself
+        record.add(f"INIT_REPORT Init Duration: {init_ms:.2f} ms\tPhase: invoke\tStatus: {status}"
+                   + (f"\tError Type: {error_type}" if error_type else "") + "\n")
+        if status == "timeout":
+            payload = _timeout_payload(request_id, fn)
+        elif error_type == "Runtime.ExitError":
+            payload = _exit_payload(request_id, reason)
+            record.add(f"RequestId: {request_id} Error: {reason}\nRuntime.ExitError\n")
+        else:
+            payload = body  # the runtime's error JSON, with "requestId": "" as AWS's init errors have
+        record.add(f"START RequestId: {request_id} Version: {fn.get('Version', '$LATEST')}\n")
+        return self._finish(record, worker, fn, request_id, payload, "Unhandled", init_ms, rss_kb, status, error_type)
+
+    def _run(self, worker: WorkerProcess, fn: dict, payload: bytes, request_id: str, extra: dict) -> Invocation:
+        record = worker.cold_start_log or _InvocationLog(self.logs, fn["FunctionName"], worker)
+        worker.cold_start_log = None
+        timeout_s = float(fn.get("Timeout", 3))
+        start = time.perf_counter()
+        start_ms = time.time_ns() // 1_000_000
+        record.add(f"START RequestId: {request_id} Version: {fn.get('Version', '$LATEST')}\n", start_ms)
+        try:
+            worker.send({"id": request_id, "deadline_ms": start_ms + int(timeout_s * 1000), **extra}, payload)
+            header, body = self._receive_until(worker, record, start + timeout_s, "done")
+        except TimeoutError:
+            rss_kb = worker.peak_rss_kb()
+            worker.stop()
+            return self._finish(record, worker, fn, request_id, _timeout_payload(request_id, fn), "Unhandled",
+                                timeout_s * 1000, rss_kb, "timeout", None)
+        except EOFError:
+            elapsed_ms = (time.perf_counter() - start) * 1000
+            rss_kb = worker.peak_rss_kb()
+            reason = worker.stop(grace_s=1.0)  # it is exiting: its own exit status, not our SIGKILL
+            record.add(f"RequestId: {request_id} Error: {reason}\nRuntime.ExitError\n")
+            return self._finish(record, worker, fn, request_id, _exit_payload(request_id, reason), "Unhandled",
+                                elapsed_ms, rss_kb, "error", "Runtime.ExitError")
+        worker.rss_kb = header["rss_kb"]
+        function_error = "Unhandled" if header["error"] else None
+        if function_error is None and len(body) > MAX_RESPONSE_BYTES:
+            body = orjson.dumps({"errorMessage": "Response payload size exceeded maximum allowed payload size "
+                                 f"({MAX_RESPONSE_BYTES} bytes).", "errorType": "Function.ResponseSizeTooLarge"})
+            function_error = "Unhandled"
+        return self._finish(record, worker, fn, request_id, body, function_error, header["ms"], worker.rss_kb,
+                            None, None)
+
+    @staticmethod
+    def _receive_until(worker: WorkerProcess, record: _InvocationLog, deadline: float, kind: str) -> tuple[dict, bytes]:
+        """Log what the worker prints until its `kind` message. TimeoutError past `deadline`
+        (perf_counter), EOFError if the worker dies."""
+        while True:
+            try:
+                header, body = worker.receive(min(deadline, record.flush_due()))
+            except TimeoutError:
+                if time.perf_counter() >= deadline:
+                    raise
+                record.flush()  # a quiet moment in a long invocation: let its output be followed
+                continue
+            if header["t"] == kind:
+                return header, body
+            if header["t"] == "log":
+                record.add_events(header["events"])
+
+    @staticmethod
+    def _finish(record: _InvocationLog, worker: WorkerProcess, fn: dict, request_id: str, payload: bytes,
+                function_error: str | None, duration_ms: float, rss_kb: int, status: str | None,
+                error_type: str | None) -> Invocation:
+        init_ms, worker.init_ms = worker.init_ms, None  # a cold start's init is reported once
+        # AWS bills whole milliseconds, at least one, and the init phase too (since August 2025)
+        billed_ms = max(1, math.ceil(duration_ms + (init_ms or 0)))
+        memory_mb = math.ceil(rss_kb / 1024)
+        report = (f"REPORT RequestId: {request_id}\tDuration: {duration_ms:.2f} ms\tBilled Duration: {billed_ms} ms\t"
+                  f"Memory Size: {fn.get('MemorySize', 128)} MB\tMax Memory Used: {memory_mb} MB\t")
+        if init_ms is not None:
+            report += f"Init Duration: {init_ms:.2f} ms\t"
+        if status:
+            report = report + f"Status: {status}" + (f"\tError Type: {error_type}" if error_type else "")
+        record.add(f"END RequestId: {request_id}\n")
+        record.add(report + "\n")
+        record.flush()
+        return Invocation(request_id, payload, function_error, record.tail(), duration_ms, billed_ms, memory_mb)
+
+
+def _signature(fn: dict) -> tuple:
+    """What makes an environment out of date: AWS starts new ones after any code or config change."""
+    return (fn.get("CodeDir"), fn.get("CodeSha256"), fn.get("LastModified"), fn.get("Handler"), fn.get("Runtime"),
+            fn.get("MemorySize"), fn.get("Version"), repr(fn.get("Environment")))
+
+
+def _timeout_payload(request_id: str, fn: dict) -> bytes:
+    return orjson.dumps({"errorMessage": f"RequestId: {request_id} Error: Task timed out after "
+                         f"{float(fn.get('Timeout', 3)):.2f} seconds", "errorType": "Sandbox.Timedout"})
+
+
+def _exit_payload(request_id: str, reason: str) -> bytes:
+    return orjson.dumps({"errorType": "Runtime.ExitError", "errorMessage": f"RequestId: {request_id} Error: {reason}"})
+
+
+class WorkerProcess:
+    """One execution environment: a worker process, the socket to it, its log stream."""
+
+    def __init__(self, code_dir: str, env: dict[str, str], stream_name: str):
+        parent, child = socket.socketpair()
+        try:
+            # -P: the code directory (cwd) is not put on sys.path before kinesim is imported; the
+            # worker adds it itself. A session of its own: Ctrl-C on the server is not the handler's,
+            # and killing the group also ends the handler's subprocesses.
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "kinesim.functions.worker", str(child.fileno())],
+                cwd=code_dir, env=env, stdin=subprocess.DEVNULL, pass_fds=(child.fileno(),),
+                start_new_session=True)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self.conn = Connection(parent.detach())
+        self.stream_name = stream_name
+        self.started = time.perf_counter()
+        self.init_ms: float | None = None
+        self.rss_kb = 0
+        self.last_log_ms = 0  # events keep time order within the stream
+        self.alive = True
+        self.cold_start_log: _InvocationLog | None = None  # continued by the first invocation
+
+    def send(self, header: dict, body: bytes) -> None:
+        try:
+            self.conn.send_bytes(pack(header, body))
+        except OSError:  # the worker died: its exit is the invocation's error
+            raise EOFError from None
+
+    def receive(self, deadline: float) -> tuple[dict, bytes]:
+        remaining = deadline - time.perf_counter()
+        try:
+            ready = remaining > 0 and self.conn.poll(remaining)
+            if ready:
+                return unpack(self.conn.recv_bytes())
+        except OSError:  # (TimeoutError is one too: raised below, outside this)
+            raise EOFError from None
+        raise TimeoutError
+
+    def peak_rss_kb(self) -> int:
+        """Peak memory of a worker that cannot report it any more (timed out or crashed)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return max(int(line.split()[1]), self.rss_kb)
+        except (OSError, ValueError):
+            pass
+        return self.rss_kb
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its subprocesses, as Lambda does. The thread using it sees EOF."""
+        self.alive = False
+        if self.proc.returncode is not None:  # reaped: its pid may belong to another process now
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _exited(self) -> bool:
+        """Whether the worker has exited, without reaping it: until reaped, its pid (the group id
+        that `kill` signals) cannot be reused."""
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def stop(self, grace_s: float = 0) -> str:
+        """Kill the worker (after `grace_s` to exit by itself) and reap it. Returns how it ended in
+        AWS's words: "Runtime exited with error: exit status 1" and the like."""
+        deadline = time.monotonic() + grace_s
+        while not self._exited() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        self.kill()  # its subprocesses too, even when it has exited itself
+        code = self.proc.wait()
+        self.conn.close()
+        if code == 0:
+            return "Runtime exited without providing a reason"
+        if code > 0:
+            return f"Runtime exited with error: exit status {code}"
+        return f"Runtime exited with error: signal: {_signal_name(-code)}"
+
+
+def _signal_name(number: int) -> str:
+    """Go's names for signals, which Lambda's messages use ("signal: killed")."""
+    names = {signal.SIGKILL: "killed", signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "aborted",
+             signal.SIGTERM: "terminated", signal.SIGBUS: "bus error", signal.SIGFPE: "floating point exception",
+             signal.SIGILL: "illegal instruction", signal.SIGINT: "interrupt", signal.SIGPIPE: "broken pipe"}
+    try:
+        return names.get(signal.Signals(number)) or (signal.strsignal(number) or f"signal {number}").lower()
+    except ValueError:
+        return f"signal {number}"
+
+
+class _InvocationLog:
+    """One invocation's log events, written to its worker's stream as they come (at least every
+    LOG_FLUSH_S, so a long invocation can be followed) and kept for the tail."""
+
+    def __init__(self, logs: FunctionLogs, function_name: str, worker: WorkerProcess):
+        self._logs = logs
+        self._function_name = function_name
+        self._worker = worker
+        self.messages: list[str] = []
+        self._stamps: list[int] = []
+        self._written = 0
+        self._last_flush = time.perf_counter()
+
+    def add(self, message: str, ts: int | None = None) -> None:
+        ts = max(ts if ts is not None else time.time_ns() // 1_000_000, self._worker.last_log_ms)
+        self._worker.last_log_ms = ts
+        self.messages.append(message)
+        self._stamps.append(ts)
+
+    def add_events(self, events: list[list]) -> None:
+        for ts, message in events:
+            self.add(message, ts)
+        if time.perf_counter() > self.flush_due():
+            self.flush()
+
+    def flush_due(self) -> float:
+        """When unwritten events must be written (perf_counter); never if there are none."""
+        return self._last_flush + LOG_FLUSH_S if self._written < len(self.messages) else math.inf
+
+    def flush(self) -> None:
+        if self._written < len(self.messages):
+            self._logs.write(self._function_name, self._worker.stream_name, self.messages[self._written:],
+                             self._stamps[self._written:])
+            self._written = len(self.messages)
+        self._last_flush = time.perf_counter()
+
+    def tail(self) -> str:
+        parts, size = [], 0
+        for message in reversed(self.messages):
+            text = message if message.endswith("\n") else message + "\n"
+            parts.append(text)
+            size += len(text.encode())
+            if size >= TAIL_BYTES:
+                break
+        return "".join(reversed(parts)).encode()[-TAIL_BYTES:].decode("utf-8", "ignore")
+
+
+class _Retired(Exception):
+    pass
+
+
+class _Pool:
+    """The workers of one function configuration: idle ones, busy ones, and room for more."""
+
+    def __init__(self, signature: tuple, limit: int):
+        self.signature = signature
+        self.limit = limit
+        self.idle: list[WorkerProcess] = []
+        self.busy: set[WorkerProcess] = set()
+        self.starting = 0
+        self.retired = False
+        self.closing = False  # retired with its busy workers stopped too
+        self.cond = threading.Condition()
+
+    def acquire(self) -> WorkerProcess | None:
+        """An idle worker, or None: the caller starts one (its place is kept). Waits when all
+        `limit` are busy; raises _Retired if the pool is retired meanwhile."""
+        with self.cond:
+            while True:
+                if self.retired:
+                    raise _Retired
+                if self.idle:
+                    worker = self.idle.pop()  # the most recently used: the others can stay cold
+                    self.busy.add(worker)
+                    return worker
+                if len(self.busy) + self.starting < self.limit:
+                    self.starting += 1
+                    return None
+                self.cond.wait()
+
+    def started(self, worker: WorkerProcess) -> WorkerProcess:
+        with self.cond:
+            self.starting -= 1
+            self.busy.add(worker)
+            if self.closing:  # started while the server shut down: its invocation sees EOF
+                worker.kill()
+        return worker
+
+    def start_failed(self) -> None:
+        with self.cond:
+            self.starting -= 1
+            self.cond.notify()
+
+    def release(self, worker: WorkerProcess) -> None:
+        with self.cond:
+            self.busy.discard(worker)
+            keep = worker.alive and not self.retired
+            if keep:
+                self.idle.append(worker)
+            self.cond.notify()
+        if not keep and worker.alive:
+            worker.stop()
+
+    def retire(self, stop_busy: bool = False) -> None:
+        """Idle workers stop now, busy ones when released, or at once with `stop_busy`."""
+        with self.cond:
+            self.retired = True
+            self.closing = stop_busy
+            idle, self.idle = self.idle, []
+            busy = list(self.busy) if stop_busy else []
+            self.cond.notify_all()
+        for worker in idle:
+            worker.stop()
+        for worker in busy:
+            worker.kill()  # its invoking thread sees EOF and reaps it

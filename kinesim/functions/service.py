@@ -1,0 +1,257 @@
+"""The Lambda service: operation registry, function and mapping lookup, persistence.
+
+Each operation is a plain function `(service, params, context) -> response dict` registered with
+`@operation`, living in the module of its concern (`functions_api`: functions and invocations,
+`mappings_api`: event source mappings). Params arrive validated against botocore's `lambda`
+model; responses are dicts shaped like the model's output (the REST layer drops any key the
+model does not know, so stored documents can carry internal keys such as `CodeDir`).
+
+Functions are documents of kind "function" (the FunctionConfiguration plus internal keys), event
+source mappings documents of kind "mapping"; both survive restarts, and on start every mapping is
+handed to the MappingManager again so its pollers resume from their checkpoints.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..config import Settings
+from ..protocol.errors import AwsError
+from ..protocol.rest import RequestContext, RestJsonProtocol
+from ..protocol.validation import ModelValidator
+from ..store import Store
+from .async_invoke import AsyncInvoker
+from .code import CodeStore
+
+if TYPE_CHECKING:
+    from ..kinesis.service import KinesisService
+    from ..s3.objects import ObjectStore
+    from .runtime import Invocation
+
+log = logging.getLogger("kinesim.functions")
+
+Handler = Callable[["LambdaService", dict[str, Any], RequestContext], dict[str, Any]]
+OPERATIONS: dict[str, Handler] = {}
+
+# Request size limits, as AWS words them. A 50 MB package is 69905067 bytes of base64.
+MAX_CREATE_REQUEST_BYTES = 69_905_067
+MAX_INVOKE_REQUEST_BYTES = 6_291_456
+MAX_OTHER_REQUEST_BYTES = 6_291_456
+
+# A function reference: name, partial ARN ("123456789012:function:name") or ARN, each optionally
+# with ":qualifier" (the model's FunctionName pattern, with groups).
+_FUNCTION_REF = re.compile(
+    r"(?:arn:(?:aws[a-zA-Z-]*)?:lambda:)?"
+    r"(?:(?P<region>(?:eusc-)?[a-z]{2}(?:(?:-gov)|(?:-iso(?:[a-z]?)))?-[a-z]+-\d):)?"
+    r"(?:(?P<account>\d{12}):)?(?:function:)?(?P<name>[a-zA-Z0-9-_.]+)"
+    r"(?::(?P<qualifier>\$LATEST(?:\.PUBLISHED)?|[a-zA-Z0-9-_]+))?")
+
+
+def operation(name: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        OPERATIONS[name] = fn
+        return fn
+    return register
+
+
+# AWS's Lambda errors
+
+def invalid_parameter(message: str) -> AwsError:
+    return AwsError("InvalidParameterValueException", message)
+
+
+def conflict(message: str) -> AwsError:
+    return AwsError("ResourceConflictException", message, 409)
+
+
+def resource_not_found(message: str) -> AwsError:
+    return AwsError("ResourceNotFoundException", message, 404)
+
+
+def _malformed_body(detail: str) -> AwsError:
+    return AwsError("InvalidRequestContentException", f"Could not parse request body into json: {detail}")
+
+
+def lambda_date(ts: float | None = None) -> str:
+    """Lambda's LastModified text: `2024-05-01T12:00:00.123+0000`."""
+    moment = datetime.now(timezone.utc) if ts is None else datetime.fromtimestamp(ts, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}+0000"
+
+
+class LambdaService:
+    def __init__(self, settings: Settings, store: Store, kinesis: "KinesisService",
+                 objects: "ObjectStore | None" = None):
+        # Importing the operation modules registers their operations.
+        from . import functions_api, mappings_api  # noqa: F401
+        from .logs import FunctionLogs
+        from .pollers import MappingManager
+        from .runtime import FunctionRuntime
+
+        self.settings = settings
+        self.store = store
+        self.kinesis = kinesis
+        self.objects = objects  # buckets that deployment packages (Code.S3Bucket/S3Key) come from
+        self.protocol = RestJsonProtocol("lambda", malformed_body=_malformed_body)
+        self.validator = ModelValidator("lambda")
+        self.lock = threading.RLock()  # function and mapping creation, update, deletion
+        # --in-memory: code and logs in a throwaway directory, like the database.
+        self._tmp = tempfile.mkdtemp(prefix="kinesim-functions-") if settings.in_memory else None
+        base = self._tmp or settings.data_dir
+        self.code = CodeStore(os.path.join(base, "functions"))
+        self.logs = FunctionLogs(os.path.join(base, "logs"))
+        self.runtime = FunctionRuntime(self.logs, self.endpoint_url, settings.region, settings.account_id)
+        self.functions: dict[str, dict[str, Any]] = self._load_functions()
+        self.mappings: dict[str, dict[str, Any]] = store.documents("mapping")
+        self.async_invoker = AsyncInvoker(self._invoke_event)
+        self.manager = MappingManager(kinesis, store, self.invoke_function, settings)
+        for mapping in sorted(self.mappings.values(), key=lambda m: m.get("CreatedAt", 0)):
+            try:
+                self.manager.sync(mapping)
+            except Exception:
+                log.exception("could not resume event source mapping %s", mapping.get("UUID"))
+
+    def close(self) -> None:
+        self.manager.close()
+        self.async_invoker.close()
+        self.runtime.close()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # dispatch (the REST layer's interface)
+
+    def call(self, op: str, params: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+        handler = OPERATIONS.get(op)
+        if handler is None:
+            raise AwsError("NotImplementedException", f"kinesim does not implement the Lambda operation {op}.", 501)
+        return handler(self, self.validator.parse(op, params), context)
+
+    def has_operation(self, op: str) -> bool:
+        return op in OPERATIONS
+
+    def max_request_bytes(self, op: str) -> tuple[int, AwsError]:
+        if op in ("CreateFunction", "UpdateFunctionCode"):
+            return MAX_CREATE_REQUEST_BYTES, AwsError(
+                "RequestEntityTooLargeException",
+                f"Request must be smaller than {MAX_CREATE_REQUEST_BYTES} bytes for the {op} operation", 413)
+        if op == "Invoke":
+            return MAX_INVOKE_REQUEST_BYTES, AwsError(
+                "RequestTooLargeException",
+                f"Request must be smaller than {MAX_INVOKE_REQUEST_BYTES} bytes for the InvokeFunction operation", 413)
+        return MAX_OTHER_REQUEST_BYTES, AwsError(
+            "RequestEntityTooLargeException",
+            f"Request must be smaller than {MAX_OTHER_REQUEST_BYTES} bytes for the {op} operation", 413)
+
+    # identity
+
+    @property
+    def endpoint_url(self) -> str:
+        """This server's URL as functions should call it (AWS_ENDPOINT_URL in their environment)."""
+        host = self.settings.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.settings.port}"
+
+    def function_arn(self, name: str, qualifier: str | None = None) -> str:
+        arn = f"arn:aws:lambda:{self.settings.region}:{self.settings.account_id}:function:{name}"
+        return f"{arn}:{qualifier}" if qualifier else arn
+
+    def mapping_arn(self, uuid: str) -> str:
+        return f"arn:aws:lambda:{self.settings.region}:{self.settings.account_id}:event-source-mapping:{uuid}"
+
+    def parse_function_ref(self, ref: str, qualifier: str | None = None) -> tuple[str, str | None]:
+        """(name, qualifier) of a function reference; ResourceNotFoundException for another
+        region's or account's function (it cannot exist here)."""
+        m = _FUNCTION_REF.fullmatch(ref)
+        if m is None:
+            raise resource_not_found(f"Function not found: {self.function_arn(ref)}")
+        name, derived = m.group("name"), m.group("qualifier")
+        if derived is not None and qualifier is not None and derived != qualifier:
+            raise invalid_parameter("The derived qualifier from the function name does not match the specified qualifier.")
+        qualifier = qualifier or derived
+        region, account = m.group("region"), m.group("account")
+        if (region and region != self.settings.region) or (account and account != self.settings.account_id):
+            arn = (f"arn:aws:lambda:{region or self.settings.region}:{account or self.settings.account_id}"
+                   f":function:{name}")
+            raise resource_not_found(f"Function not found: {arn}:{qualifier}" if qualifier else f"Function not found: {arn}")
+        return name, qualifier
+
+    # functions
+
+    def function(self, ref: str, qualifier: str | None = None) -> dict[str, Any]:
+        """The stored document of the function a reference names ($LATEST: kinesim keeps no
+        published versions or aliases, so any other qualifier names nothing)."""
+        name, qualifier = self.parse_function_ref(ref, qualifier)
+        doc = self.functions.get(name)
+        if doc is None or qualifier not in (None, "$LATEST"):
+            raise resource_not_found(f"Function not found: {self.function_arn(name, qualifier)}")
+        return doc
+
+    def save_function(self, doc: dict[str, Any]) -> None:
+        """Store a function's new document (a fresh dict: readers hold the old one safely)."""
+        with self.lock:
+            self.store.put_document("function", doc["FunctionName"], doc)
+            self.functions[doc["FunctionName"]] = doc
+
+    def drop_function(self, name: str) -> None:
+        with self.lock:
+            self.functions.pop(name, None)
+            self.store.delete_document("function", name)
+
+    def _load_functions(self) -> dict[str, dict[str, Any]]:
+        functions = {}
+        for name, doc in self.store.documents("function").items():
+            code_dir = self.code.restore(name, doc)
+            if code_dir is None:
+                log.warning("the code of function %s is missing from %s", name, self.code.root)
+            doc["CodeDir"] = code_dir
+            functions[name] = doc
+            if not doc.get("HotReload"):
+                self.code.prune(name, {doc.get("PackageId", "")})
+        for name in self.code.function_names():  # code left by functions deleted mid-way
+            if name not in functions:
+                self.code.remove(name)
+        return functions
+
+    # invocation
+
+    def invoke_function(self, name_or_arn: str, payload: bytes) -> "Invocation":
+        """Run a function synchronously (the MappingManager's and Invoke's way in)."""
+        return self.runtime.invoke(self.function(name_or_arn), payload)
+
+    def _invoke_event(self, name: str, payload: bytes, request_id: str) -> "Invocation":
+        return self.runtime.invoke(self.function(name), payload, request_id)
+
+    # mappings
+
+    def mapping(self, uuid: str) -> dict[str, Any]:
+        doc = self.mappings.get(uuid)
+        if doc is None:
+            raise resource_not_found("The resource you requested does not exist.")
+        return doc
+
+    def save_mapping(self, doc: dict[str, Any]) -> None:
+        with self.lock:
+            self.store.put_document("mapping", doc["UUID"], doc)
+            self.mappings[doc["UUID"]] = doc
+
+    def drop_mapping(self, uuid: str) -> None:
+        with self.lock:
+            self.mappings.pop(uuid, None)
+            self.store.delete_document("mapping", uuid)
+
+    def live_mapping(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A mapping as Get/List show it: the stored configuration with the pollers' live state."""
+        try:
+            status = self.manager.status(doc["UUID"]) or {}
+        except Exception:
+            log.exception("status of event source mapping %s", doc["UUID"])
+            status = {}
+        return {**doc, **{k: v for k, v in status.items() if v is not None}}

@@ -1,0 +1,8 @@
+"""S3: an object store on disk (`objects.ObjectStore`: buckets are directories, objects plain files
+that Spark and pandas read through file://) and the S3 REST API over it (`api.S3App`, served on the
+edge port, path-style and `<bucket>.localhost` virtual-host style).
+
+Modules: `objects` (the store), `api` (routing, WSGI), `bucket_ops` / `object_ops` / `multipart_ops`
+(the operations), `payload` (request bodies: aws-chunked, checksums), `exchange` (request/response),
+`xmldoc` (XML and dates), `errors`.
+"""

@@ -1,0 +1,212 @@
+"""S3's REST API (the subset boto3's `s3` client, `aws s3` and s3transfer use) as a WSGI app.
+
+Addressing: path style (`/bucket/key`) and virtual-host style (`Host: bucket.localhost[:port]`).
+Each request goes to one handler, chosen by method, by whether it names the service, a bucket or
+an object, and by its sub-resource query parameter (`?uploads`, `?delete`, `?location`, ...), as
+botocore's model of S3 lays the operations out. A sub-resource S3 has and kinesim does not
+(`?acl`, `?tagging`, `?policy`, ...) is answered `501 NotImplemented`, never with a made-up result.
+
+Credentials are not checked (as for every kinesim service): signed, presigned and anonymous
+requests are all served.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+from urllib.parse import parse_qsl
+
+from ..protocol import auth
+from ..protocol.errors import AwsError
+from . import bucket_ops, multipart_ops, object_ops
+from .errors import S3Error
+from .exchange import Request, Response, not_implemented
+from .xmldoc import CONTENT_TYPE, element, serialize
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .objects import ObjectStore
+
+log = logging.getLogger("kinesim.s3")
+
+Handler = Callable[[Request], Response]
+VIRTUAL_HOST_SUFFIX = ".localhost"
+# An error answered before the body was read: read up to this much of it so the connection can be
+# reused (more than that and the connection is closed instead).
+DRAIN_LIMIT = 1024 * 1024
+# Lambda's REST API paths start with a date (/2015-03-31/functions, /2018-10-31/layers, ...).
+_REST_API_VERSION = re.compile(r"/\d{4}-\d{2}-\d{2}(/|$)")
+
+# S3 sub-resources that kinesim does not implement (answered 501).
+UNSUPPORTED = frozenset({
+    "accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering", "inventory",
+    "legal-hold", "lifecycle", "logging", "metadataConfiguration", "metadataTable", "metrics", "notification",
+    "object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "renameObject", "replication",
+    "requestPayment", "restore", "retention", "select", "session", "tagging", "torrent", "versions", "website",
+    "abac",
+})
+
+_STATUS_TEXT = {200: "OK", 204: "No Content", 206: "Partial Content", 304: "Not Modified", 400: "Bad Request",
+                403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+                411: "Length Required", 412: "Precondition Failed", 416: "Requested Range Not Satisfiable",
+                500: "Internal Server Error", 501: "Not Implemented"}
+
+
+def virtual_host_bucket(environ: dict[str, Any]) -> str | None:
+    """The bucket of a virtual-host style request (`Host: my-bucket.localhost:4566`), else None."""
+    host = environ.get("HTTP_HOST", "").rsplit(":", 1)[0].lower() if "]" not in environ.get("HTTP_HOST", "") else ""
+    if host.endswith(VIRTUAL_HOST_SUFFIX) and len(host) > len(VIRTUAL_HOST_SUFFIX):
+        return host[:-len(VIRTUAL_HOST_SUFFIX)]
+    return None
+
+
+def is_s3_request(environ: dict[str, Any]) -> bool:
+    """Whether the edge should hand this request to S3: virtual-host style; signed for service "s3";
+    or, unsigned, a path-style request that is no other service's (JSON protocols carry
+    X-Amz-Target; kinesim's own API is under /_kinesim/; Lambda's REST paths start with an API date;
+    a POST to "/" is a JSON-protocol call without its target, which Kinesis answers)."""
+    if "HTTP_X_AMZ_TARGET" in environ:
+        return False
+    if virtual_host_bucket(environ) is not None:
+        return True
+    scope = auth.credential_scope({"authorization": environ["HTTP_AUTHORIZATION"]}) \
+        if "HTTP_AUTHORIZATION" in environ else None
+    if scope is not None and len(scope) >= 4 and scope[3]:
+        return scope[3] == "s3"  # the service the client signed for says it all
+    path = environ.get("PATH_INFO", "/")
+    if path.startswith("/_kinesim/") or _REST_API_VERSION.match(path):
+        return False
+    return not (path in ("", "/") and environ.get("REQUEST_METHOD") == "POST")
+
+
+def _route(method: str, bucket: str | None, key: str, query: dict[str, str], environ: dict[str, Any]) -> Handler:
+    copy = "HTTP_X_AMZ_COPY_SOURCE" in environ
+    unsupported = UNSUPPORTED.intersection(query)
+    if bucket is None:
+        if method in ("GET", "HEAD"):
+            return bucket_ops.list_buckets
+        raise _method_not_allowed(method, "SERVICE")
+    if unsupported:
+        raise not_implemented(sorted(unsupported)[0])
+    if not key:
+        if method == "GET":
+            if "location" in query:
+                return bucket_ops.get_bucket_location
+            if "uploads" in query:
+                return multipart_ops.list_multipart_uploads
+            if "versioning" in query:
+                return bucket_ops.get_bucket_versioning
+            if query.get("list-type") == "2":
+                return bucket_ops.list_objects_v2
+            return bucket_ops.list_objects
+        if method == "PUT":
+            if "versioning" in query:
+                raise not_implemented("versioning")
+            return bucket_ops.create_bucket
+        if method == "HEAD":
+            return bucket_ops.head_bucket
+        if method == "DELETE":
+            return bucket_ops.delete_bucket
+        if method == "POST" and "delete" in query:
+            return object_ops.delete_objects
+        if method == "POST":
+            raise not_implemented("POST Object")  # browser form uploads
+        raise _method_not_allowed(method, "BUCKET")
+    if method == "PUT":
+        if "uploadId" in query or "partNumber" in query:
+            return multipart_ops.upload_part_copy if copy else multipart_ops.upload_part
+        return object_ops.copy_object if copy else object_ops.put_object
+    if method == "GET":
+        return multipart_ops.list_parts if "uploadId" in query else object_ops.get_object
+    if method == "HEAD":
+        return object_ops.head_object
+    if method == "DELETE":
+        return multipart_ops.abort_multipart_upload if "uploadId" in query else object_ops.delete_object
+    if method == "POST":
+        if "uploads" in query:
+            return multipart_ops.create_multipart_upload
+        if "uploadId" in query:
+            return multipart_ops.complete_multipart_upload
+    raise _method_not_allowed(method, "OBJECT")
+
+
+def _method_not_allowed(method: str, resource: str) -> S3Error:
+    return S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.", 405,
+                   Method=method, ResourceType=resource)
+
+
+class S3App:
+    """WSGI app: `S3App(object_store, settings)(environ, start_response)`."""
+
+    def __init__(self, objects: "ObjectStore", settings: "Settings"):
+        self.objects = objects
+        self.settings = settings
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        request_id = uuid.uuid4().hex[:16].upper()
+        method = environ.get("REQUEST_METHOD", "GET")
+        req = None
+        try:
+            req = self._request(environ, method)
+            response = _route(method, req.bucket, req.key, req.query, environ)(req)
+        except AwsError as err:
+            response = self._error(err, environ, request_id)
+        except Exception:
+            log.exception("S3 internal error")
+            response = self._error(S3Error("InternalError", "We encountered an internal error. Please try again.",
+                                           500), environ, request_id)
+        headers = response.headers + [("x-amz-request-id", request_id),
+                                      ("x-amz-id-2", base64.b64encode(os.urandom(48)).decode())]
+        if req is not None and not req.framed.finished and not self._drain(req):
+            headers.append(("Connection", "close"))
+        body = response.body
+        if isinstance(body, bytes):
+            length = response.length if response.length is not None else len(body)
+            if method == "HEAD":
+                body = b""
+        else:
+            length = response.length
+        if length is not None and response.status not in (204, 304):
+            headers.append(("Content-Length", str(length)))
+        start_response(f"{response.status} {_STATUS_TEXT.get(response.status, 'Error')}", headers)
+        return [body] if isinstance(body, bytes) else body
+
+    def _request(self, environ: dict[str, Any], method: str) -> Request:
+        try:
+            path = environ.get("PATH_INFO", "/").encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            raise S3Error("InvalidURI", "Couldn't parse the specified URI.", 400) from None
+        query = {}
+        for name, value in parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True):
+            query.setdefault(name, value)
+        bucket = virtual_host_bucket(environ)
+        if bucket is not None:
+            key = path[1:]
+        else:
+            bucket, _, key = path[1:].partition("/")
+            bucket = bucket or None
+        return Request(environ, method, bucket, key, query, self.objects, self.settings)
+
+    @staticmethod
+    def _drain(req: Request) -> bool:
+        """Read what is left of a request body that was answered without being read (an error),
+        so that the connection can carry the next request; False when it cannot be: a client
+        waiting for "100 Continue" may or may not send its body now, and a large body is not
+        worth reading. Such a response closes the connection instead."""
+        if "100-continue" in req.environ.get("HTTP_EXPECT", "").lower() and not req.framed.started:
+            return False
+        return req.framed.drain(DRAIN_LIMIT)
+
+    def _error(self, err: AwsError, environ: dict[str, Any], request_id: str) -> Response:
+        root = element(None, "Error")
+        element(root, "Code", err.code)
+        element(root, "Message", err.message or "")
+        for name, value in getattr(err, "details", {}).items():
+            element(root, name, value)
+        element(root, "RequestId", request_id)
+        element(root, "HostId", base64.b64encode(os.urandom(48)).decode())
+        body = b"" if environ.get("REQUEST_METHOD") == "HEAD" else serialize(root)
+        return Response(err.status, [("Content-Type", CONTENT_TYPE)], body)

@@ -1,0 +1,107 @@
+"""One S3 request and its response, as the operation handlers see them."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+from xml.etree import ElementTree as ET
+
+from ..protocol import auth
+from .errors import S3Error, invalid_argument, malformed_xml
+from .payload import Framed, RequestBody
+from .xmldoc import CONTENT_TYPE, parse, serialize
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .objects import ObjectStore
+
+MAX_XML_BODY = 4 * 1024 * 1024  # DeleteObjects' 1000 keys of 1 KiB fit several times
+
+
+@dataclass
+class Request:
+    environ: dict[str, Any]
+    method: str
+    bucket: str | None
+    key: str                    # "" for a bucket (or service) request
+    query: dict[str, str]       # first value of each parameter
+    objects: "ObjectStore"
+    settings: "Settings"
+    framed: Framed = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.framed = Framed.of(self.environ)
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        key = name.upper().replace("-", "_")
+        if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            return self.environ.get(key) or default
+        return self.environ.get("HTTP_" + key, default)
+
+    def headers_with_prefix(self, prefix: str) -> dict[str, str]:
+        """{name without the prefix (lower case): value} of the headers starting with `prefix`."""
+        env_prefix = "HTTP_" + prefix.upper().replace("-", "_")
+        return {k[len(env_prefix):].lower().replace("_", "-"): v for k, v in self.environ.items()
+                if k.startswith(env_prefix)}
+
+    def body(self) -> RequestBody:
+        return RequestBody(self.environ, self.framed)
+
+    def xml_body(self, required: bool = True) -> ET.Element | None:
+        """The request's XML document (checked against Content-MD5 / a flexible checksum if sent)."""
+        body = self.body()
+        data = bytearray()
+        while chunk := body.read():
+            data += chunk
+            if len(data) > MAX_XML_BODY:
+                raise malformed_xml()
+        body.verify(hashlib.md5(data).digest())
+        if not data.strip():
+            if required:
+                raise malformed_xml()
+            return None
+        return parse(bytes(data))
+
+    def int_param(self, name: str, default: int, message: str, minimum: int = 0) -> int:
+        value = self.query.get(name)
+        if value is None:
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            raise invalid_argument(message, name, value) from None
+        if number < minimum or number > 2**31 - 1:
+            raise invalid_argument(message, name, value)
+        return number
+
+    @property
+    def region(self) -> str:
+        """The region the client signed for (one endpoint serves them all), else the server's."""
+        return auth.region_from_auth({"authorization": self.header("Authorization") or ""},
+                                     self.environ.get("QUERY_STRING", "")) or self.settings.region
+
+    @property
+    def host(self) -> str:
+        return self.environ.get("HTTP_HOST") or f"{self.settings.host}:{self.settings.port}"
+
+    @property
+    def owner_id(self) -> str:
+        # S3's canonical user id is 64 hex digits; derived from the account so it is stable.
+        return hashlib.sha256(self.settings.account_id.encode()).hexdigest()
+
+
+@dataclass
+class Response:
+    status: int = 200
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes | Iterable[bytes] = b""
+    length: int | None = None  # Content-Length of a streamed body (or of what HEAD describes)
+
+
+def xml_response(root: ET.Element, status: int = 200, headers: list[tuple[str, str]] | None = None) -> Response:
+    return Response(status, [("Content-Type", CONTENT_TYPE)] + list(headers or []), serialize(root))
+
+
+def not_implemented(what: str = "") -> S3Error:
+    return S3Error("NotImplemented", "A header you provided implies functionality that is not implemented", 501,
+                   Header=what or None)

@@ -1,0 +1,5 @@
+import helper
+
+
+def handler(event, context):
+    return {"module": __name__, "helper": helper.NAME}

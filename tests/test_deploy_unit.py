@@ -1,0 +1,494 @@
+"""`kinesim deploy` without a server: reading, linting and translating templates, intrinsic
+functions, planning (dependency order, what to create / update / replace) and template errors."""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import boto3
+import pytest
+
+from kinesim.deploy import cli
+from kinesim.deploy.intrinsics import NO_VALUE, Resolver, pseudo_parameters
+from kinesim.deploy.resources import (HANDLERS, EventSourceMapping, KinesisStream, LambdaFunction, Target,
+                                      generated_name, inline_package, package)
+from kinesim.deploy.sam import PLACEHOLDER_BUCKET, BundledManagedPolicyLoader, translate
+from kinesim.deploy.stack import check, creation_order, decide, deletion_order, stack_name_for
+from kinesim.deploy.template import DeployError, TemplateError, lint, load_template, parameter_values
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOT_TEMPLATE = ROOT / "template.yaml"
+
+
+def write(tmp_path: Path, text: str, name: str = "template.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def resolver_for(template: dict, parameters: dict | None = None) -> Resolver:
+    return Resolver(template, parameters or {},
+                    pseudo_parameters("eu-west-1", "123456789012", "shop", "arn:aws:cloudformation:eu-west-1:"
+                                      "123456789012:stack/shop/1"))
+
+
+def target(tmp_path: Path) -> Target:
+    # Clients are made but never called: creating one opens no connection.
+    session = boto3.Session(region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t")
+    return Target(kinesis=session.client("kinesis", endpoint_url="http://127.0.0.1:9"),
+                  lambda_=session.client("lambda", endpoint_url="http://127.0.0.1:9"), stack_name="shop",
+                  region="us-east-1", account_id="123456789012", partition="aws", template_dir=tmp_path)
+
+
+# Reading
+
+
+def test_short_form_intrinsics_load_as_long_forms(tmp_path):
+    path = write(tmp_path, """
+Resources:
+  S:
+    Type: AWS::Kinesis::Stream
+    Properties:
+      Name: !Sub "${AWS::StackName}-s"
+      ShardCount: !Ref Shards
+      Tags: [{Key: arn, Value: !GetAtt Other.Arn}, {Key: z, Value: !Select [0, !Split [",", "a,b"]]}]
+""")
+    props = load_template(path)["Resources"]["S"]["Properties"]
+    assert props["Name"] == {"Fn::Sub": "${AWS::StackName}-s"}
+    assert props["ShardCount"] == {"Ref": "Shards"}
+    assert props["Tags"][0]["Value"] == {"Fn::GetAtt": ["Other", "Arn"]}
+    assert props["Tags"][1]["Value"] == {"Fn::Select": [0, {"Fn::Split": [",", "a,b"]}]}
+
+
+def test_json_templates_load(tmp_path):
+    path = write(tmp_path, json.dumps({"Resources": {"S": {"Type": "AWS::Kinesis::Stream"}}}), "t.json")
+    assert load_template(path)["Resources"]["S"]["Type"] == "AWS::Kinesis::Stream"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("Resources: [1, 2", "not valid YAML or JSON"),
+    ("- a list", "must hold a mapping"),
+    ("Parameters: {}", "At least one Resources member must be defined"),
+])
+def test_unreadable_templates_are_template_errors(tmp_path, text, message):
+    with pytest.raises(TemplateError, match=message):
+        load_template(write(tmp_path, text))
+
+
+# Parameters
+
+
+PARAMETERS = {"Parameters": {
+    "Shards": {"Type": "Number", "Default": 2, "MinValue": 1, "MaxValue": 10},
+    "Env": {"Type": "String", "AllowedValues": ["dev", "prod"]},
+    "Zones": {"Type": "CommaDelimitedList", "Default": "a,b"},
+    "Prefix": {"Type": "String", "Default": "ab", "AllowedPattern": "[a-z]+", "MaxLength": 5},
+}}
+
+
+def test_parameters_take_overrides_then_defaults_as_strings():
+    assert parameter_values(PARAMETERS, {"Env": "dev"}) == {"Shards": "2", "Env": "dev", "Zones": ["a", "b"],
+                                                             "Prefix": "ab"}
+    assert parameter_values(PARAMETERS, {"Env": "prod", "Shards": "7"})["Shards"] == "7"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({}, r"Parameters: \[Env\] must have values"),
+    ({"Env": "dev", "Nope": "1"}, r"Parameters: \[Nope\] do not exist in the template"),
+    ({"Env": "test"}, "Parameter 'Env' must be one of AllowedValues"),
+    ({"Env": "dev", "Shards": "two"}, "Parameter 'Shards' must be a number"),
+    ({"Env": "dev", "Shards": "0"}, "Parameter 'Shards' must be a number not less than 1"),
+    ({"Env": "dev", "Shards": "11"}, "Parameter 'Shards' must be a number not greater than 10"),
+    ({"Env": "dev", "Prefix": "AB"}, "Parameter 'Prefix' must match pattern"),
+    ({"Env": "dev", "Prefix": "abcdef"}, "Parameter 'Prefix' cannot be longer than 5 characters"),
+])
+def test_parameter_constraints(overrides, message):
+    with pytest.raises(TemplateError, match=message):
+        parameter_values(PARAMETERS, overrides)
+
+
+# Linting
+
+
+def test_lint_names_resource_and_misspelt_property(tmp_path):
+    path = write(tmp_path, """
+Resources:
+  Clicks:
+    Type: AWS::Kinesis::Stream
+    Properties:
+      ShardCount: 1
+      RetentionPeriodHourz: 48
+""")
+    errors = lint(path, "us-east-1")
+    assert len(errors) == 1
+    assert errors[0].startswith("resource Clicks, property RetentionPeriodHourz (template.yaml line 7):")
+    assert "Did you mean 'RetentionPeriodHours'?" in errors[0]
+
+
+def test_lint_reports_bad_getatt_and_unknown_type(tmp_path):
+    path = write(tmp_path, """
+Resources:
+  Clicks:
+    Type: AWS::Kinesis::Stream
+  Thing:
+    Type: AWS::Kinesis::Streamz
+Outputs:
+  Arn:
+    Value: !GetAtt Clicks.Arnx
+""")
+    errors = "\n".join(lint(path, "us-east-1"))
+    assert "resource Thing" in errors and "AWS::Kinesis::Streamz" in errors
+    assert "output Arn" in errors and "'Arnx'" in errors
+
+
+def test_lint_keeps_errors_only(tmp_path):
+    # An unused parameter is a cfn-lint warning (W2001): not reported.
+    path = write(tmp_path, """
+Parameters:
+  Unused: {Type: String, Default: x}
+Resources:
+  Clicks: {Type: AWS::Kinesis::Stream, Properties: {ShardCount: 1}}
+""")
+    assert lint(path, "us-east-1") == []
+
+
+def test_root_template_lints_clean():
+    assert lint(ROOT_TEMPLATE, "us-east-1") == []
+
+
+# SAM transform
+
+
+def test_sam_transform_of_the_root_template():
+    template = load_template(ROOT_TEMPLATE)
+    out = translate(template, ROOT, "us-east-1", parameter_values(template, {}))
+    types = {lid: r["Type"] for lid, r in out["Resources"].items()}
+    assert types == {
+        "ClicksStream": "AWS::Kinesis::Stream", "ClicksEnrichedStream": "AWS::Kinesis::Stream",
+        "EnrichFunction": "AWS::Lambda::Function", "EnrichFunctionRole": "AWS::IAM::Role",
+        "EnrichFunctionClicks": "AWS::Lambda::EventSourceMapping",
+        "ValidateFunction": "AWS::Lambda::Function", "ValidateFunctionRole": "AWS::IAM::Role",
+        "ValidateFunctionClicks": "AWS::Lambda::EventSourceMapping"}
+    enrich = out["Resources"]["EnrichFunction"]["Properties"]
+    # The local CodeUri comes back as an absolute path, not the s3:// placeholder.
+    assert enrich["Code"] == str(ROOT / "lambdas" / "enrich")
+    assert enrich["Handler"] == "app.handler" and enrich["Runtime"] == "python3.11"  # from Globals
+    assert enrich["Role"] == {"Fn::GetAtt": ["EnrichFunctionRole", "Arn"]}
+    mapping = out["Resources"]["ValidateFunctionClicks"]["Properties"]
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["ClicksStream", "Arn"]}
+    assert mapping["FunctionName"] == {"Ref": "ValidateFunction"}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["StartingPosition"] == "TRIM_HORIZON" and mapping["BatchSize"] == 100
+    # Managed policies named by SAM resolved from the bundled map.
+    assert "arn:aws:iam::aws:policy/service-role/AWSLambdaKinesisExecutionRole" in \
+        out["Resources"]["EnrichFunctionRole"]["Properties"]["ManagedPolicyArns"]
+    assert PLACEHOLDER_BUCKET not in json.dumps(out)
+
+
+def test_sam_code_uri_in_globals_and_a_region_of_another_partition(tmp_path):
+    template = {"Transform": "AWS::Serverless-2016-10-31", "Globals": {"Function": {"CodeUri": "src"}},
+                "Resources": {"F": {"Type": "AWS::Serverless::Function",
+                                    "Properties": {"Handler": "app.handler", "Runtime": "python3.12",
+                                                   "Policies": ["AWSLambdaKinesisExecutionRole"]}}}}
+    out = translate(template, tmp_path, "cn-north-1", {})
+    assert out["Resources"]["F"]["Properties"]["Code"] == str(tmp_path / "src")
+    arns = out["Resources"]["FRole"]["Properties"]["ManagedPolicyArns"]
+    assert all(arn.startswith("arn:aws-cn:iam::aws:policy/") for arn in arns)
+
+
+def test_bundled_managed_policy_loader_needs_no_iam():
+    policies = BundledManagedPolicyLoader("aws").load()
+    assert policies["AWSLambdaBasicExecutionRole"] == \
+        "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+
+
+def test_sam_errors_and_other_transforms(tmp_path):
+    bad = {"Transform": "AWS::Serverless-2016-10-31", "Resources": {"F": {
+        "Type": "AWS::Serverless::Function", "Properties": {"CodeUri": "src", "Handler": "a.h", "Runtime": "python3.11",
+                                                           "Events": {"E": {"Type": "Kinesis", "Properties": {}}}}}}}
+    with pytest.raises(TemplateError, match="SAM transform failed: .*F"):
+        translate(bad, tmp_path, "us-east-1", {})
+    with pytest.raises(TemplateError, match="Transform AWS::LanguageExtensions is not supported"):
+        translate({"Transform": ["AWS::LanguageExtensions"], "Resources": {}}, tmp_path, "us-east-1", {})
+    plain = {"Resources": {"S": {"Type": "AWS::Kinesis::Stream"}}}
+    assert translate(plain, tmp_path, "us-east-1", {}) is plain
+
+
+# Intrinsic functions
+
+
+def test_ref_parameters_pseudo_parameters_and_resources():
+    r = resolver_for({"Resources": {"S": {"Type": "AWS::Kinesis::Stream"}}}, {"Env": "dev"})
+    r.known("S", "shop-S-ABC", {"Arn": "arn:aws:kinesis:eu-west-1:123456789012:stream/shop-S-ABC"})
+    assert r.resolve({"Ref": "Env"}) == "dev"
+    assert r.resolve([{"Ref": "AWS::Region"}, {"Ref": "AWS::AccountId"}, {"Ref": "AWS::StackName"},
+                      {"Ref": "AWS::Partition"}, {"Ref": "AWS::URLSuffix"}]) == \
+        ["eu-west-1", "123456789012", "shop", "aws", "amazonaws.com"]
+    assert r.resolve({"Ref": "S"}) == "shop-S-ABC"
+    assert r.resolve({"Fn::GetAtt": ["S", "Arn"]}) == r.resolve({"Fn::GetAtt": "S.Arn"}) == \
+        "arn:aws:kinesis:eu-west-1:123456789012:stream/shop-S-ABC"
+    with pytest.raises(TemplateError, match=r"Unresolved resource dependencies \[Nope\]"):
+        r.resolve({"Ref": "Nope"})
+    with pytest.raises(TemplateError, match="resource S does not support attribute type Arnx in Fn::GetAtt"):
+        r.resolve({"Fn::GetAtt": ["S", "Arnx"]})
+
+
+def test_no_value_removes_the_property_or_item():
+    r = resolver_for({"Resources": {}})
+    assert r.resolve({"A": 1, "B": {"Ref": "AWS::NoValue"}, "C": [1, {"Ref": "AWS::NoValue"}, 2]}) == \
+        {"A": 1, "C": [1, 2]}
+    assert r.resolve({"Ref": "AWS::NoValue"}) is NO_VALUE
+
+
+def test_sub_both_forms():
+    r = resolver_for({"Resources": {}}, {"Env": "dev"})
+    r.known("S", "clicks", {"Arn": "arn:s"})
+    assert r.resolve({"Fn::Sub": "${AWS::StackName}-${Env}-${S}-${S.Arn}-${!Literal}"}) == \
+        "shop-dev-clicks-arn:s-${Literal}"
+    assert r.resolve({"Fn::Sub": ["${Name}/${Count}/${AWS::Region}", {"Name": {"Ref": "S"}, "Count": 3}]}) == \
+        "clicks/3/eu-west-1"
+    with pytest.raises(TemplateError, match=r"Unresolved resource dependencies \[Missing\]"):
+        r.resolve({"Fn::Sub": "${Missing}"})
+
+
+def test_join_select_split_findinmap_base64_getazs():
+    r = resolver_for({"Resources": {}, "Mappings": {"Sizes": {"dev": {"Shards": 1}, "prod": {"Shards": 8}}}},
+                     {"Zones": ["a", "b", "c"], "Env": "prod"})
+    assert r.resolve({"Fn::Join": ["-", ["a", 1, {"Ref": "Env"}]]}) == "a-1-prod"
+    assert r.resolve({"Fn::Join": [",", {"Ref": "Zones"}]}) == "a,b,c"
+    assert r.resolve({"Fn::Select": ["1", {"Ref": "Zones"}]}) == "b"
+    assert r.resolve({"Fn::Select": [0, {"Fn::Split": ["/", "x/y"]}]}) == "x"
+    assert r.resolve({"Fn::FindInMap": ["Sizes", {"Ref": "Env"}, "Shards"]}) == 8
+    assert r.resolve({"Fn::FindInMap": ["Sizes", "test", "Shards", {"DefaultValue": 2}]}) == 2
+    assert r.resolve({"Fn::Base64": "hi"}) == "aGk="
+    assert r.resolve({"Fn::GetAZs": ""}) == ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+    with pytest.raises(TemplateError, match="Fn::Select cannot select nonexistent value at index 5"):
+        r.resolve({"Fn::Select": [5, ["a"]]})
+    with pytest.raises(TemplateError, match="Unable to get mapping for Sizes::test::Shards"):
+        r.resolve({"Fn::FindInMap": ["Sizes", "test", "Shards"]})
+
+
+def test_conditions():
+    template = {"Resources": {}, "Conditions": {
+        "IsProd": {"Fn::Equals": [{"Ref": "Env"}, "prod"]},
+        "IsDev": {"Fn::Not": [{"Condition": "IsProd"}]},
+        "Big": {"Fn::And": [{"Condition": "IsProd"}, {"Fn::Equals": [{"Ref": "Shards"}, 8]}]},
+        "Any": {"Fn::Or": [{"Condition": "IsDev"}, {"Condition": "Big"}]},
+        "Loop": {"Fn::Not": [{"Condition": "Loop"}]},
+    }}
+    prod = resolver_for(template, {"Env": "prod", "Shards": "8"})
+    assert [prod.condition(c) for c in ("IsProd", "IsDev", "Big", "Any")] == [True, False, True, True]
+    assert prod.resolve({"Fn::If": ["IsProd", 8, 1]}) == 8
+    dev = resolver_for(template, {"Env": "dev", "Shards": "8"})
+    assert dev.resolve({"Fn::If": ["IsProd", 8, {"Ref": "AWS::NoValue"}]}) is NO_VALUE
+    with pytest.raises(TemplateError, match="Circular dependency in condition Loop"):
+        dev.condition("Loop")
+    with pytest.raises(TemplateError, match="Unresolved condition dependency Nope"):
+        dev.resolve({"Fn::If": ["Nope", 1, 2]})
+
+
+def test_import_value_is_a_clear_error():
+    with pytest.raises(TemplateError, match="Fn::ImportValue is not supported by kinesim deploy.*parameter"):
+        resolver_for({"Resources": {}}).resolve({"Fn::ImportValue": "shared-stream-arn"})
+
+
+def test_references_follow_the_taken_branch_of_fn_if():
+    template = {"Resources": {}, "Conditions": {"On": {"Fn::Equals": ["a", "a"]}}}
+    r = resolver_for(template, {"Env": "dev"})
+    value = {"A": {"Fn::Sub": "${Env}-${S}-${T.Arn}-${!X}"}, "B": {"Fn::If": ["On", {"Ref": "U"}, {"Ref": "V"}]},
+             "C": {"Fn::Sub": ["${x}", {"x": {"Ref": "W"}}]}, "D": {"Ref": "AWS::Region"}}
+    assert sorted(r.references(value), key=str) == sorted([("S", None), ("T", "Arn"), ("U", None), ("W", None)],
+                                                          key=str)
+
+
+# Planning
+
+
+def prepared_root(tmp_path):
+    template = load_template(ROOT_TEMPLATE)
+    parameters = parameter_values(template, {})
+    cfn = translate(template, ROOT, "us-east-1", parameters)
+    return cfn, resolver_for(cfn, parameters)
+
+
+def test_dependency_order_of_the_root_template(tmp_path):
+    cfn, resolver = prepared_root(tmp_path)
+    dependencies = check(cfn, resolver)
+    assert dependencies["EnrichFunctionClicks"] == ["ClicksStream", "EnrichFunction"]
+    assert dependencies["EnrichFunction"] == ["ClicksEnrichedStream", "EnrichFunctionRole"]
+    order = creation_order(dependencies, list(dependencies))
+    for before, after in [("ClicksStream", "EnrichFunctionClicks"), ("EnrichFunction", "EnrichFunctionClicks"),
+                          ("ClicksEnrichedStream", "EnrichFunction"), ("EnrichFunctionRole", "EnrichFunction"),
+                          ("ValidateFunction", "ValidateFunctionClicks")]:
+        assert order.index(before) < order.index(after)
+    records = {lid: {"DependsOn": deps} for lid, deps in dependencies.items()}
+    assert deletion_order(records).index("EnrichFunctionClicks") < deletion_order(records).index("ClicksStream")
+
+
+def test_depends_on_orders_and_cycles_are_errors():
+    assert creation_order({"A": ["B"], "B": [], "C": ["A"]}, ["C", "A", "B"]) == ["B", "A", "C"]
+    with pytest.raises(TemplateError, match=r"Circular dependency between resources: \[A, B\]"):
+        creation_order({"A": ["B"], "B": ["A"]}, ["A", "B"])
+
+
+def test_check_rejects_unsupported_types_naming_resource_and_type():
+    template = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}
+    with pytest.raises(DeployError, match=r"resource Queue: type AWS::SQS::Queue is not supported by kinesim deploy"):
+        check(template, resolver_for(template))
+
+
+def test_check_names_resource_and_property_of_a_bad_getatt():
+    template = {"Resources": {
+        "S": {"Type": "AWS::Kinesis::Stream"},
+        "M": {"Type": "AWS::Lambda::EventSourceMapping",
+              "Properties": {"FunctionName": "f", "EventSourceArn": {"Fn::GetAtt": ["S", "StreamArn"]}}}}}
+    with pytest.raises(TemplateError, match="resource M, property EventSourceArn: resource S does not support "
+                                            "attribute type StreamArn in Fn::GetAtt"):
+        check(template, resolver_for(template))
+
+
+def test_check_attribute_that_exists_but_kinesim_does_not_provide():
+    template = {"Resources": {"S": {"Type": "AWS::Kinesis::Stream"}},
+                "Outputs": {"W": {"Value": {"Fn::GetAtt": ["S", "WarmThroughputObject"]}}}}
+    with pytest.raises(DeployError, match="output W: attribute WarmThroughputObject of AWS::Kinesis::Stream"):
+        check(template, resolver_for(template))
+
+
+def test_check_excludes_resources_whose_condition_is_false():
+    template = {"Conditions": {"Off": {"Fn::Equals": ["a", "b"]}},
+                "Resources": {"S": {"Type": "AWS::Kinesis::Stream", "Condition": "Off"},
+                              "T": {"Type": "AWS::Kinesis::Stream", "Properties": {"Name": {"Ref": "S"}}}}}
+    with pytest.raises(TemplateError, match=r"resource T, property Name: Unresolved resource dependencies \[S\]"):
+        check(template, resolver_for(template))
+    del template["Resources"]["T"]
+    assert check(template, resolver_for(template)) == {}
+
+
+def test_decide_create_unchanged_update_replace(tmp_path):
+    streams = KinesisStream(target(tmp_path))
+    current = streams.desired({"Name": "clicks", "ShardCount": "2"})
+    record = {"Type": "AWS::Kinesis::Stream", "Properties": current}
+    assert decide(streams, None, "AWS::Kinesis::Stream", current) == ("create", [])
+    assert decide(streams, record, "AWS::Kinesis::Stream", streams.desired({"Name": "clicks", "ShardCount": 2})) == \
+        ("unchanged", [])
+    assert decide(streams, record, "AWS::Kinesis::Stream",
+                  streams.desired({"Name": "clicks", "ShardCount": 3, "RetentionPeriodHours": 48})) == ("update", [])
+    assert decide(streams, record, "AWS::Kinesis::Stream", streams.desired({"Name": "views", "ShardCount": 2})) == \
+        ("replace", ["Name"])
+
+    mappings = EventSourceMapping(target(tmp_path))
+    base = {"FunctionName": "f", "EventSourceArn": "arn:s", "StartingPosition": "LATEST", "BatchSize": 10}
+    record = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": mappings.desired(base)}
+    assert decide(mappings, record, record["Type"], mappings.desired({**base, "BatchSize": "50"})) == ("update", [])
+    assert decide(mappings, record, record["Type"], mappings.desired({**base, "StartingPosition": "TRIM_HORIZON"})) \
+        == ("replace", ["StartingPosition"])
+
+
+# Resource handlers' desired properties
+
+
+def test_stream_desired_defaults_and_types(tmp_path):
+    streams = KinesisStream(target(tmp_path))
+    assert streams.desired({}) == {"Name": None, "StreamMode": "PROVISIONED", "ShardCount": 1,
+                                   "RetentionPeriodHours": 24, "StreamEncryption": None, "Tags": {},
+                                   "DesiredShardLevelMetrics": [], "MaxRecordSizeInKiB": None}
+    on_demand = streams.desired({"StreamModeDetails": {"StreamMode": "ON_DEMAND"}, "Tags": [{"Key": "a", "Value": 1}]})
+    assert on_demand["ShardCount"] is None and on_demand["Tags"] == {"a": "1"}
+    with pytest.raises(DeployError, match="property WarmThroughputMiBps of AWS::Kinesis::Stream is not supported"):
+        streams.desired({"WarmThroughputMiBps": 10})
+    with pytest.raises(DeployError, match="ShardCount must be an integer"):
+        streams.desired({"ShardCount": "two"})
+
+
+def test_function_desired_converts_to_the_api(tmp_path):
+    code = tmp_path / "fn"
+    code.mkdir()
+    (code / "app.py").write_text("def handler(e, c):\n    return 1\n")
+    functions = LambdaFunction(target(tmp_path))
+    desired = functions.desired({"Code": "fn", "Handler": "app.handler", "Runtime": "python3.11", "Role": "arn:r",
+                                 "Timeout": "30", "KmsKeyArn": "arn:k",
+                                 "Environment": {"Variables": {"N": 5, "B": True}},
+                                 "Tags": [{"Key": "team", "Value": "data"}]})
+    assert desired["Timeout"] == 30 and desired["KMSKeyArn"] == "arn:k"
+    assert desired["Environment"] == {"Variables": {"N": "5", "B": "true"}}
+    assert desired["Tags"] == {"team": "data"}
+    # The code is known by its zip's sha256: the same files give the same hash, a change another.
+    assert set(desired["Code"]) == {"ZipSha256"}
+    assert functions.desired({"Code": "fn", "Role": "arn:r"})["Code"] == desired["Code"]
+    (code / "app.py").write_text("def handler(e, c):\n    return 2\n")
+    assert functions.desired({"Code": "fn", "Role": "arn:r"})["Code"] != desired["Code"]
+    with pytest.raises(DeployError, match="property RecursiveLoop of AWS::Lambda::Function is not supported"):
+        functions.desired({"Code": "fn", "RecursiveLoop": "Allow"})
+    with pytest.raises(DeployError, match="code path .*missing is not a directory"):
+        functions.desired({"Code": "missing"})
+
+
+def test_mapping_desired_converts_to_the_api(tmp_path):
+    mappings = EventSourceMapping(target(tmp_path))
+    desired = mappings.desired({"FunctionName": "f", "EventSourceArn": "arn:s", "BatchSize": "25",
+                                "BisectBatchOnFunctionError": "true", "Tags": [{"Key": "k", "Value": "v"}]})
+    assert desired == {"FunctionName": "f", "EventSourceArn": "arn:s", "BatchSize": 25,
+                       "BisectBatchOnFunctionError": True, "Tags": {"k": "v"}}
+    with pytest.raises(DeployError, match="property Bogus of AWS::Lambda::EventSourceMapping is not supported"):
+        mappings.desired({"Bogus": 1})
+
+
+def test_packages_are_deterministic_and_skip_bytecode(tmp_path):
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "app.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "mod.py").write_text("y = 2\n")
+    (tmp_path / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\0")
+    first = package(tmp_path)
+    assert package(tmp_path) == first
+    assert zipfile.ZipFile(io.BytesIO(first)).namelist() == ["app.py", "pkg/mod.py"]
+    inline = zipfile.ZipFile(io.BytesIO(inline_package("def handler(e, c): pass", "python3.12")))
+    assert inline.namelist() == ["index.py"]
+    with pytest.raises(DeployError, match="inline code"):
+        inline_package("x", "java21")
+
+
+def test_generated_names_follow_cloudformation():
+    name = generated_name("shop", "ClicksStream", 64)
+    assert name.startswith("shop-ClicksStream-") and len(name) == len("shop-ClicksStream-") + 12
+    assert len(generated_name("s" * 100, "L" * 100, 64)) == 64
+    assert set(HANDLERS) == {"AWS::Kinesis::Stream", "AWS::Lambda::Function", "AWS::Lambda::EventSourceMapping",
+                             "AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}
+
+
+# Command line
+
+
+def test_stack_name_defaults_to_the_template_directory(tmp_path):
+    assert stack_name_for(ROOT_TEMPLATE) == stack_name_for(ROOT_TEMPLATE.parent / "x.yaml")
+    (tmp_path / "my_app.v2").mkdir()
+    assert stack_name_for(tmp_path / "my_app.v2" / "template.yaml") == "my-app-v2"
+    (tmp_path / "2024").mkdir()
+    assert stack_name_for(tmp_path / "2024" / "template.yaml") == "stack-2024"
+
+
+def test_parameter_overrides_both_forms():
+    assert cli.parse_overrides(["A=1", "B=x=y", "ParameterKey=C,ParameterValue=3"]) == {"A": "1", "B": "x=y", "C": "3"}
+    with pytest.raises(DeployError, match="KEY=VALUE"):
+        cli.parse_overrides(["A"])
+
+
+def test_help_explains_the_command(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for words in ("--stack-name", "--parameter-overrides", "--endpoint-url", "AWS_ENDPOINT_URL", "--delete",
+                  "--no-lint", "--region", "updates the stack in place"):
+        assert words in text
+
+
+def test_invalid_stack_name_is_rejected_before_any_call(capsys):
+    assert cli.main([str(ROOT_TEMPLATE), "--stack-name", "bad_name", "--endpoint-url", "http://127.0.0.1:9"]) == 1
+    assert "Value 'bad_name' at 'stackName' failed to satisfy constraint" in capsys.readouterr().err
+
+
+def test_unreachable_server_is_a_clear_error(capsys):
+    assert cli.main([str(ROOT_TEMPLATE), "--endpoint-url", "http://127.0.0.1:9"]) == 1
+    assert "cannot reach kinesim at http://127.0.0.1:9" in capsys.readouterr().err
