@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,7 +62,7 @@ def failure_record(*, request_id: str, function_arn: str, condition: str, invoke
     """The invocation record Lambda sends to an OnFailure destination for a discarded batch.
 
     `condition` is "RetryAttemptsExhausted" or "RecordAgeExceeded". The records themselves are not
-    included, only where they are in the stream.
+    included, only where they are in the stream (an S3 destination's object adds them: `payload`).
     """
     response: dict[str, Any] = {"statusCode": status_code, "executedVersion": executed_version}
     if function_error:
@@ -82,6 +83,15 @@ def failure_record(*, request_id: str, function_arn: str, condition: str, invoke
             "streamArn": stream_arn,
         },
     }
+
+
+def failure_object_key(mapping_uuid: str, shard_id: str, timestamp: str) -> str:
+    """Where an S3 on-failure destination keeps an invocation record:
+    `aws/lambda/<ESM-UUID>/<shardID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<Random UUID>`, in UTC, from the
+    record's own `timestamp` (`2019-11-14T00:38:06.021Z`) so that both name the same second."""
+    day = timestamp[:10].replace("-", "/")
+    second = timestamp[:19].replace(":", ".")
+    return f"aws/lambda/{mapping_uuid}/{shard_id}/{day}/{second}-{uuid.uuid4()}"
 
 
 def iso_millis(ts: float) -> str:

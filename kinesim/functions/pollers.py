@@ -49,6 +49,7 @@ from ..kinesis.model import Shard, Stream
 from ..kinesis.records import read_batch
 from ..kinesis.service import OPERATIONS, KinesisService
 from ..protocol.errors import AwsError
+from ..s3.objects import ObjectStore
 from ..store import Store, StoredRecord
 from . import events
 from .checkpoints import Checkpoints, ShardProgress
@@ -162,14 +163,26 @@ def _int(value: Any, default: int) -> int:
 
 
 def check_destination(arn: str) -> None:
-    """On-failure records go to Kinesis streams (in-process PutRecord). AWS also allows SQS, SNS
-    and S3, which kinesim does not emulate yet: refused at once rather than dropped later."""
+    """On-failure records go to S3 buckets (`arn:aws:s3:::bucket`, as AWS allows) or, a kinesim
+    extension, to Kinesis streams (in-process PutRecord). AWS's SQS and SNS destinations are not
+    emulated: refused at once rather than dropped later."""
+    if s3_bucket(arn) is not None:
+        return
     if arn.startswith("arn:aws") and ":kinesis:" in arn and ":stream/" in arn and "/consumer/" not in arn:
         return
     service = arn.split(":")[2] if arn.count(":") >= 2 else "?"
     raise invalid_parameter(
         f"Unsupported OnFailure destination {arn}: kinesim delivers the failure records of stream event "
-        f"source mappings to Kinesis streams only ({service} destinations are not available yet).")
+        f"source mappings to S3 buckets and Kinesis streams only ({service} destinations are not available yet).")
+
+
+def s3_bucket(arn: str) -> str | None:
+    """The bucket an S3 bucket ARN names (no region, no account, no key), else None."""
+    parts = arn.split(":", 5)
+    if len(parts) == 6 and parts[0] == "arn" and parts[1].startswith("aws") and parts[2] == "s3" \
+            and parts[3] == parts[4] == "" and parts[5] and "/" not in parts[5]:
+        return parts[5]
+    return None
 
 
 # the manager
@@ -177,8 +190,11 @@ def check_destination(arn: str) -> None:
 class MappingManager:
     """The running pollers of all event source mappings, kept in step with their configurations."""
 
-    def __init__(self, kinesis: KinesisService, store: Store, invoke: Invoke, settings: Settings):
+    def __init__(self, kinesis: KinesisService, store: Store, invoke: Invoke, settings: Settings,
+                 objects: ObjectStore | None = None, role_of: Callable[[str], str | None] | None = None):
         self.kinesis, self.store, self.invoke, self.settings = kinesis, store, invoke, settings
+        self.objects = objects  # where S3 on-failure destinations are written; None: no S3 here
+        self.role_of = role_of  # a function's execution role (its Role), by function name
         self.lock = threading.Lock()
         self.pollers: dict[str, MappingPoller] = {}
 
@@ -189,6 +205,9 @@ class MappingManager:
         an unsupported OnFailure destination). State "Updating" keeps a running poller running.
         """
         config = MappingConfig.from_mapping(mapping)
+        if config.on_failure and s3_bucket(config.on_failure) is not None and self.objects is None:
+            raise invalid_parameter(f"Unsupported OnFailure destination {config.on_failure}: this server has "
+                                    "no object store for S3 destinations.")
         with self.lock:
             current = self.pollers.get(config.uuid)
             if config.state in ENABLED_STATES:
@@ -242,9 +261,10 @@ class MappingPoller:
 
     def __init__(self, manager: MappingManager, config: MappingConfig):
         self.svc, self.invoke, self.settings = manager.kinesis, manager.invoke, manager.settings
+        self.objects = manager.objects
         self.config = config
         self.filters = FilterCriteria.parse({"Filters": [{"Pattern": p} for p in config.filter_patterns]})
-        self.role_arn = f"arn:aws:iam::{self.settings.account_id}:role/{config.invoke_name.split(':')[0]}-role"
+        self.role_of = manager.role_of
         self.checkpoints = Checkpoints(manager.store, config.uuid)
         self.result = self.checkpoints.load_result() or NO_RECORDS
         self.active = False
@@ -322,6 +342,13 @@ class MappingPoller:
             self.checkpoints.save(progress)
             return True
 
+    def role_arn(self) -> str:
+        """The function's execution role: each record's `invokeIdentityArn`. Looked up per batch, as
+        UpdateFunctionConfiguration may change it."""
+        name = self.config.invoke_name.split(":")[0]
+        role = self.role_of(name) if self.role_of else None
+        return role or f"arn:aws:iam::{self.settings.account_id}:role/{name}-role"
+
     def shard_ended(self, work: "ShardWork") -> None:
         with self.lock:
             if self.running.get(work.shard.shard_id) is work:
@@ -329,17 +356,31 @@ class MappingPoller:
                 self.finished.append(work)
         self.wake.set()
 
-    def send_failure(self, record: dict[str, Any], shard_id: str) -> None:
-        """Deliver a discarded batch's invocation record to the OnFailure destination, in-process."""
+    def send_failure(self, record: dict[str, Any], shard_id: str, event: bytes) -> str | None:
+        """Deliver a discarded batch's invocation record to the OnFailure destination, in-process.
+        An S3 object also carries the whole event the function was sent (`payload`, a JSON string),
+        as AWS writes it. Returns None once delivered (or with no destination), else the problem
+        for LastProcessingResult."""
         destination = self.config.on_failure
         if not destination:
-            return
+            return None
+        bucket = s3_bucket(destination)
         try:
-            OPERATIONS["PutRecord"](self.svc, {"StreamARN": destination, "Data": orjson.dumps(record),
-                                               "PartitionKey": shard_id})
+            if bucket is not None:
+                key = events.failure_object_key(self.config.uuid, shard_id, record["timestamp"])
+                body = orjson.dumps({**record, "payload": event.decode()})
+                self.objects.put_object(bucket, key, body, content_type="application/json")
+            else:
+                OPERATIONS["PutRecord"](self.svc, {"StreamARN": destination, "Data": orjson.dumps(record),
+                                                   "PartitionKey": shard_id})
         except AwsError as err:
             log.warning("mapping %s: on-failure record not delivered to %s: %s %s",
                         self.config.uuid, destination, err.code, err.message)
+            return f"PROBLEM: On-failure destination {destination} unavailable: {err.code}: {err.message}"
+        except OSError as err:
+            log.warning("mapping %s: on-failure record not delivered to %s: %s", self.config.uuid, destination, err)
+            return f"PROBLEM: On-failure destination {destination} unavailable: {err}"
+        return None
 
     # finding shards
 
@@ -614,6 +655,7 @@ class Lane(threading.Thread):
         index = self.index
         window_start = self.window["start"] if self.window else None
         deadline = self.last_done + cfg.batching_window_s if cfg.batching_window_s else None
+        role_arn = poller.role_arn()
         while True:
             if self.stopped() or self.gone():
                 return None
@@ -626,7 +668,7 @@ class Lane(threading.Thread):
                     index = row[0] + 1
                     continue
                 entry = events.kinesis_record(row, self.shard.shard_id, self.stream.arn,
-                                              self.svc.settings.region, poller.role_arn)
+                                              self.svc.settings.region, role_arn)
                 if poller.filters is not None and not poller.filters.matches(kinesis_view(entry, row[3])):
                     index = row[0] + 1
                     continue
@@ -690,7 +732,8 @@ class Lane(threading.Thread):
             stale = self.stale(part.items)
             if stale:
                 given, part.items = part.items[:stale], part.items[stale:]
-                self.give_up(given, "RecordAgeExceeded", part)
+                if not self.give_up(given, "RecordAgeExceeded", part):
+                    return False
                 if not part.items:
                     parts.popleft()
                 if not self.checkpoint(given[-1].row[0] + 1 if parts else batch.next_index):
@@ -722,7 +765,8 @@ class Lane(threading.Thread):
                 continue
             part.retries += 1
             if 0 <= cfg.max_retries < part.retries:
-                self.give_up(part.items, "RetryAttemptsExhausted", part)
+                if not self.give_up(part.items, "RetryAttemptsExhausted", part):
+                    return False
                 parts.popleft()
                 if not self.checkpoint(part.items[-1].row[0] + 1 if parts else batch.next_index):
                     return False
@@ -730,16 +774,19 @@ class Lane(threading.Thread):
             self.poller.stopped.wait(min(RETRY_BACKOFF_S * 2 ** (part.retries - 1), RETRY_BACKOFF_MAX_S))
         return True
 
-    def attempt(self, part: Part, final: bool = False, early: bool = False) -> Outcome:
-        entries = [it.entry for it in part.items]
+    def event(self, items: list[Item], final: bool = False, early: bool = False) -> bytes:
+        """The event that carries `items` to the function (with the open tumbling window, if any)."""
+        entries = [it.entry for it in items]
         if self.window is not None:
             w = self.window
-            event = events.window_event(entries, w["start"], w["end"], w["state"], self.shard.shard_id,
-                                        self.stream.arn, final, early)
-        else:
-            event = events.kinesis_event(entries)
+            return orjson.dumps(events.window_event(entries, w["start"], w["end"], w["state"], self.shard.shard_id,
+                                                    self.stream.arn, final, early))
+        return orjson.dumps(events.kinesis_event(entries))
+
+    def attempt(self, part: Part, final: bool = False, early: bool = False) -> Outcome:
+        event = self.event(part.items, final, early)
         try:
-            invocation = self.poller.invoke(self.config.invoke_name, orjson.dumps(event))
+            invocation = self.poller.invoke(self.config.invoke_name, event)
         except AwsError as err:  # the batch did not reach the function: retried, not counted
             if err.code == "ResourceNotFoundException":
                 return Outcome("problem", problem=FUNCTION_NOT_FOUND)
@@ -776,17 +823,26 @@ class Lane(threading.Thread):
             n += 1
         return n
 
-    def give_up(self, items: list[Item], condition: str, part: Part) -> None:
-        """Discard records: their invocation record goes to the OnFailure destination."""
+    def give_up(self, items: list[Item], condition: str, part: Part) -> bool:
+        """Discard records once their invocation record reached the OnFailure destination; False if
+        the poller stopped first. A destination that cannot take the record (a missing bucket or
+        stream) holds the shard: the records are kept, delivery is retried, and LastProcessingResult
+        says why until it succeeds."""
         last = part.last
         record = events.failure_record(
             request_id=last.request_id if last else str(uuidlib.uuid4()), function_arn=self.config.function_arn,
             condition=condition, invoke_count=part.invokes, status_code=200,
             executed_version=self.config.executed_version, function_error=last.function_error if last else None,
             shard_id=self.shard.shard_id, rows=[it.row for it in items], stream_arn=self.stream.arn)
+        before = self.poller.result
+        while (problem := self.poller.send_failure(record, self.shard.shard_id, self.event(items))) is not None:
+            self.poller.set_result(problem)
+            if self.poller.stopped.wait(PROBLEM_RETRY_S) or self.gone():
+                return False
+        self.poller.set_result(before)
         log.info("mapping %s: %d record(s) of %s discarded (%s)", self.config.uuid, len(items),
                  self.shard.shard_id, condition)
-        self.poller.send_failure(record, self.shard.shard_id)
+        return True
 
     def close_window(self, early: bool = False) -> bool:
         """The window's final invocation (no records, isFinalInvokeForWindow), retried like a batch;

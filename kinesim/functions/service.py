@@ -96,7 +96,9 @@ class LambdaService:
         self.settings = settings
         self.store = store
         self.kinesis = kinesis
-        self.objects = objects  # buckets that deployment packages (Code.S3Bucket/S3Key) come from
+        # Buckets that deployment packages (Code.S3Bucket/S3Key) come from and that S3 on-failure
+        # destinations of event source mappings write to.
+        self.objects = objects
         self.protocol = RestJsonProtocol("lambda", malformed_body=_malformed_body)
         self.validator = ModelValidator("lambda")
         self.lock = threading.RLock()  # function and mapping creation, update, deletion
@@ -109,7 +111,8 @@ class LambdaService:
         self.functions: dict[str, dict[str, Any]] = self._load_functions()
         self.mappings: dict[str, dict[str, Any]] = store.documents("mapping")
         self.async_invoker = AsyncInvoker(self._invoke_event)
-        self.manager = MappingManager(kinesis, store, self.invoke_function, settings)
+        self.manager = MappingManager(kinesis, store, self.invoke_function, settings, objects,
+                                      role_of=lambda name: (self.functions.get(name) or {}).get("Role"))
         for mapping in sorted(self.mappings.values(), key=lambda m: m.get("CreatedAt", 0)):
             try:
                 self.manager.sync(mapping)
