@@ -14,24 +14,18 @@ from typing import Any, Callable
 
 from kinesim.config import Settings
 from kinesim.protocol.errors import AwsError, not_found
+from kinesim.protocol.operations import JsonService, Operations
 from kinesim.protocol.validation import ModelValidator
 from kinesim.store import Store
 
 from .delivery import Deliveries
 
-Handler = Callable[["FirehoseService", dict[str, Any]], dict[str, Any]]
-OPERATIONS: dict[str, Handler] = {}
+OPERATIONS = Operations()
+operation = OPERATIONS.register
 
 # `invoke(function name or ARN, payload) -> Invocation` (attributes `payload`, `function_error`):
 # how a Lambda processor is called (kinesim.functions' LambdaService.invoke_function).
 Invoke = Callable[[str, bytes], Any]
-
-
-def operation(name: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        OPERATIONS[name] = fn
-        return fn
-    return register
 
 
 @dataclass
@@ -65,7 +59,8 @@ class DeliveryStream:
         return cls(**d)
 
 
-class FirehoseService:
+class FirehoseService(JsonService):
+    operations = OPERATIONS
     target_prefix = "Firehose_20150804"
 
     def __init__(self, settings: Settings, store: Store, objects: Any, kinesis: Any,
@@ -92,17 +87,6 @@ class FirehoseService:
 
     def close(self) -> None:
         self.deliveries.stop_all()
-
-    # dispatch
-
-    def call(self, op: str, params: dict[str, Any], cbor: bool = False) -> dict[str, Any]:
-        handler = OPERATIONS.get(op)
-        if handler is None:
-            raise AwsError("UnknownOperationException")
-        return handler(self, self.validator.parse(op, params, cbor=cbor))
-
-    def has_operation(self, op: str) -> bool:
-        return op in OPERATIONS
 
     # identity
 

@@ -1,5 +1,6 @@
 """One handler per resource type: what CloudFormation's resource provider does, done with boto3
-calls against the kinesim endpoint.
+calls against the kinesim endpoint (Kinesis streams, Lambda functions and their event source
+mappings, Firehose delivery streams, S3 buckets; IAM is accepted and ignored).
 
 A handler turns a resource's resolved `Properties` into a normalised `desired` dict (the API's
 names and types, defaults filled in) — the stack stores it and compares it on the next deploy —
@@ -23,6 +24,7 @@ from typing import Any, Callable, ClassVar
 
 from botocore.exceptions import ClientError
 
+from .intrinsics import pseudo_parameters
 from .template import DeployError
 
 # CloudFormation leaves a resource alone until it is stable (a stream ACTIVE, a function Active).
@@ -39,6 +41,8 @@ class Target:
     account_id: str
     partition: str
     template_dir: Path
+    firehose: Any = None
+    s3: Any = None  # path-style addressing: kinesim's buckets are not DNS names
 
 
 @dataclass
@@ -146,6 +150,10 @@ class ResourceHandler:
 
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+    def generate_name(self, logical_id: str) -> str:
+        """The name CloudFormation gives a resource whose template names none."""
+        return generated_name(self.target.stack_name, logical_id, self.name_max_length)
 
     def replacement_reasons(self, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         """The changed properties that CloudFormation can only apply by replacing the resource."""

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .intrinsics import Resolver, pseudo_parameters
-from .resources import HANDLERS, ResourceHandler, Target, generated_name, schema_attributes
+from .resources import HANDLERS, ResourceHandler, Target, schema_attributes
 from .sam import translate
 from .template import DeployError, TemplateError, lint, load_template, parameter_values
 
@@ -287,7 +287,7 @@ class Deployer:
                 # replacement, too).
                 named = desired.get(handler.name_property) if handler.name_property else None
                 if named is None and handler.name_property:
-                    named = generated_name(self.target.stack_name, lid, handler.name_max_length)
+                    named = handler.generate_name(lid)
                 applied = handler.create(named, desired)
                 physical_id, attributes = applied.physical_id, applied.attributes
         prepared.resolver.known(lid, physical_id, attributes)

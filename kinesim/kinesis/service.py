@@ -8,27 +8,22 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from ..config import Settings
-from ..protocol.errors import AwsError, in_use, invalid_argument, not_found
+from ..protocol.errors import in_use, invalid_argument, not_found
+from ..protocol.operations import JsonService, Operations
 from ..protocol.validation import ModelValidator
 from ..store import Store
 from .model import Stream
 from .throughput import Meter
 
-Handler = Callable[["KinesisService", dict[str, Any]], dict[str, Any]]
-OPERATIONS: dict[str, Handler] = {}
+OPERATIONS = Operations()
+operation = OPERATIONS.register
 
 
-def operation(name: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        OPERATIONS[name] = fn
-        return fn
-    return register
-
-
-class KinesisService:
+class KinesisService(JsonService):
+    operations = OPERATIONS
     target_prefix = "Kinesis_20131202"
 
     def __init__(self, settings: Settings, store: Store):
@@ -57,17 +52,6 @@ class KinesisService:
         self.account_settings: dict[str, Any] = meta.get("account-settings", {})
         self.policies: dict[str, str] = store.documents("policy")
         self.meter = Meter()
-
-    # dispatch
-
-    def call(self, op: str, params: dict[str, Any], cbor: bool = False) -> dict[str, Any]:
-        handler = OPERATIONS.get(op)
-        if handler is None:
-            raise AwsError("UnknownOperationException")
-        return handler(self, self.validator.parse(op, params, cbor=cbor))
-
-    def has_operation(self, op: str) -> bool:
-        return op in OPERATIONS
 
     # identity
 
