@@ -101,7 +101,7 @@ def start_index(svc: KinesisService, stream: Stream, shard: Shard, kind: str,
         return shard.next_index
     if kind == "AT_TIMESTAMP":
         if timestamp is None:
-            raise invalid_argument(f"Must specify timestampInMillis parameter for iterator of type AT_TIMESTAMP. "
+            raise invalid_argument("Must specify timestampInMillis parameter for iterator of type AT_TIMESTAMP. "
                                    "Current request has no timestamp parameter.")
         found = svc.store.first_index_at(shard.uid, timestamp)
         return shard.next_index if found is None else found
