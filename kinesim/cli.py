@@ -74,6 +74,20 @@ def _logs_parser(sub: argparse._SubParsersAction) -> None:
         description=logs_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
+def _put_parser(sub: argparse._SubParsersAction) -> None:
+    from .console import put
+    put.configure(sub.add_parser(
+        "put", help="put records to a stream from stdin (one per line) or a generator, like kafka-console-producer",
+        description=put.DESCRIPTION, epilog=put.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
+def _tail_parser(sub: argparse._SubParsersAction) -> None:
+    from .console import tail
+    tail.configure(sub.add_parser(
+        "tail", help="print a stream's records as they arrive, like kafka-console-consumer",
+        description=tail.DESCRIPTION, epilog=tail.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kinesim", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     _serve_parser(sub)
     _deploy_parser(sub)
     _logs_parser(sub)
+    _put_parser(sub)
+    _tail_parser(sub)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -96,5 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "deploy":
         from .deploy import cli as deploy
         return deploy.run(args)
+    if args.command == "put":
+        from .console import put
+        return put.run(args)
+    if args.command == "tail":
+        from .console import tail
+        return tail.run(args)
     from .functions import logs_cli
     return logs_cli.run(args)

@@ -94,6 +94,9 @@ class Edge:
         def health():
             return jsonify(status="running", services={"kinesis": "running", "lambda": "running"},
                            data_dir=None if self.settings.in_memory else self.settings.data_dir,
+                           # Where buckets are plain directories (a temp one when in memory): `kinesim sql`
+                           # reads delivered objects from here.
+                           s3_root=self.objects.root,
                            region=self.settings.region, account_id=self.settings.account_id)
 
         # Deployed stacks' state (`kinesim deploy`): what each template created, kept with the data

@@ -1,7 +1,9 @@
 """`kinesim deploy` against a real server: what it makes is checked through boto3, as a user would."""
 from __future__ import annotations
 
+import gzip
 import json
+import re
 import shutil
 import time
 import urllib.error
@@ -96,28 +98,80 @@ def stack():
     return "t" + uuid.uuid4().hex[:10]
 
 
-# The repository's template, end to end, on a server of its own (its names are fixed).
+def s3_client(url: str):
+    return client_for(url, "s3", s3={"addressing_style": "path"})
+
+
+def bucket_exists(s3, name: str) -> bool:
+    try:
+        s3.head_bucket(Bucket=name)
+        return True
+    except ClientError as err:
+        assert err.response["Error"]["Code"] == "404"
+        return False
+
+
+def delivery_stream_exists(firehose, name: str) -> bool:
+    try:
+        firehose.describe_delivery_stream(DeliveryStreamName=name)
+        return True
+    except ClientError as err:
+        assert err.response["Error"]["Code"] == "ResourceNotFoundException"
+        return False
+
+
+def object_keys(s3, bucket: str, prefix: str = "") -> list[str]:
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def wait_for_keys(s3, bucket: str, prefixes: list[str], deadline_s: float = 60.0) -> dict[str, list[str]]:
+    """The keys under each prefix, polling until every prefix holds at least one."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        found = {prefix: object_keys(s3, bucket, prefix) for prefix in prefixes}
+        if all(found.values()) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def empty_bucket(s3, bucket: str) -> None:
+    for key in object_keys(s3, bucket):
+        s3.delete_object(Bucket=bucket, Key=key)
+
+
+def destination(firehose, name: str) -> dict:
+    (dest,) = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]["Destinations"]
+    return dest["ExtendedS3DestinationDescription"]
+
+
+# The repository's template, end to end, on a server of its own (its names are fixed). Firehose
+# buffers run 100 times faster there: IntervalInSeconds 60 flushes after 0.6 s.
 
 
 @pytest.fixture(scope="module")
 def own_server(tmp_path_factory):
-    proc = start_server(tmp_path_factory)
+    proc = start_server(tmp_path_factory, firehose_interval_scale=0.01)
     yield proc
     proc.stop()
 
 
 def test_root_template_deploys_runs_and_deletes(own_server, capsys):
     url = own_server.url
-    kinesis, lam = client_for(url), client_for(url, "lambda")
+    kinesis, lam, firehose, s3 = client_for(url), client_for(url, "lambda"), client_for(url, "firehose"), \
+        s3_client(url)
 
     code, actions, out, err = deploy(capsys, url, str(ROOT / "template.yaml"), "--stack-name", "clicks-demo")
     assert code == 0, err
     assert actions == {"ClicksStream": "created", "ClicksEnrichedStream": "created", "EnrichFunctionRole": "ignored",
                        "EnrichFunction": "created", "EnrichFunctionClicks": "created",
                        "ValidateFunctionRole": "ignored", "ValidateFunction": "created",
-                       "ValidateFunctionClicks": "created"}
+                       "ValidateFunctionClicks": "created", "ArchiveBucket": "created", "DeliveryRole": "ignored",
+                       "ClicksToS3": "created"}
     assert "ClicksStreamArn          arn:aws:kinesis:us-east-1:000000000000:stream/clicks" in out
     assert "EnrichFunctionName       clicks-enrich" in out
+    assert "ArchiveBucketName        clicks-archive" in out
+    assert "ClicksToS3Arn            arn:aws:firehose:us-east-1:000000000000:deliverystream/clicks-to-s3" in out
 
     clicks = kinesis.describe_stream_summary(StreamName="clicks")["StreamDescriptionSummary"]
     assert clicks["OpenShardCount"] == 2 and clicks["RetentionPeriodHours"] == 24
@@ -133,10 +187,21 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
     (validating,) = lam.list_event_source_mappings(FunctionName="clicks-validate")["EventSourceMappings"]
     assert validating["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert validating["MaximumRetryAttempts"] == 2
+    assert bucket_exists(s3, "clicks-archive")
+    delivery = firehose.describe_delivery_stream(DeliveryStreamName="clicks-to-s3")["DeliveryStreamDescription"]
+    assert delivery["DeliveryStreamStatus"] == "ACTIVE" and delivery["DeliveryStreamType"] == "KinesisStreamAsSource"
+    enriched = kinesis.describe_stream_summary(StreamName="clicks-enriched")["StreamDescriptionSummary"]
+    assert delivery["Source"]["KinesisStreamSourceDescription"]["KinesisStreamARN"] == enriched["StreamARN"]
+    archive = destination(firehose, "clicks-to-s3")
+    assert archive["BucketARN"] == "arn:aws:s3:::clicks-archive" and archive["CompressionFormat"] == "GZIP"
+    assert archive["BufferingHints"] == {"IntervalInSeconds": 60, "SizeInMBs": 64}
+    assert archive["Prefix"] == "page_category=!{partitionKeyFromQuery:page_category}/!{timestamp:yyyy/MM/dd}/"
+    assert archive["DynamicPartitioningConfiguration"]["Enabled"] is True
 
     # Clicks in, enriched clicks out: the trigger runs the function, which writes to the second stream.
     sent = [{"user_id": f"u-{i}", "page": page, "ts": 1700000000 + i}
             for i, page in enumerate(["/products/1", "/cart", "/blog/x"])]
+    put_at = time.time()
     kinesis.put_records(StreamName="clicks", Records=[{"Data": json.dumps(c).encode(), "PartitionKey": c["user_id"]}
                                                       for c in sent] + [{"Data": b"not json", "PartitionKey": "x"}])
     received = sorted((json.loads(r["Data"]) for r in read_all(kinesis, "clicks-enriched", 3)),
@@ -145,17 +210,48 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
         ("u-0", "product", "2023-11-14T22:13:20.000Z"), ("u-1", "cart", "2023-11-14T22:13:21.000Z"),
         ("u-2", "content", "2023-11-14T22:13:22.000Z")]
 
+    # ... and Firehose archives the enriched clicks: gzipped JSON lines, one folder per category and day.
+    categories = {"product": "u-0", "cart": "u-1", "content": "u-2"}
+    found = wait_for_keys(s3, "clicks-archive", [f"page_category={c}/" for c in categories])
+    days = {time.strftime("%Y/%m/%d", time.gmtime(t)) for t in (put_at, time.time())}
+    for category, user in categories.items():
+        keys = found[f"page_category={category}/"]
+        assert keys, f"nothing delivered under page_category={category}/: {object_keys(s3, 'clicks-archive')}"
+        lines = b"".join(gzip.decompress(s3.get_object(Bucket="clicks-archive", Key=k)["Body"].read())
+                         for k in keys).splitlines()
+        assert [(c["user_id"], c["page_category"]) for c in map(json.loads, lines)] == [(user, category)]
+        for key in keys:
+            assert re.fullmatch(rf"page_category={category}/\d{{4}}/\d{{2}}/\d{{2}}/clicks-to-s3-1-[-0-9a-f]+\.gz",
+                                key), key
+            assert key.split("/", 1)[1][:10] in days
+    assert object_keys(s3, "clicks-archive", "errors/") == []
+
+    # CloudFormation deletes only empty buckets: the stack delete stops there, saying so, having
+    # deleted the rest, dependents first (the mappings before their functions and the stream they read).
     code, actions, out, err = deploy(capsys, url, str(ROOT / "template.yaml"), "--stack-name", "clicks-demo",
                                      "--delete")
-    assert code == 0, err
-    assert set(actions.values()) == {"deleted", "ignored"} and len(actions) == 8
-    # Dependents first: the mappings go before their functions and the stream they read.
+    assert code == 1
+    assert "resource ArchiveBucket (AWS::S3::Bucket): DeleteBucket failed: BucketNotEmpty" in err
+    assert "aws s3 rm s3://clicks-archive --recursive" in err and "DeletionPolicy: Retain" in err
+    assert set(actions.values()) == {"deleted", "ignored"} and len(actions) == 10 and "ArchiveBucket" not in actions
     order = list(actions)
     assert order.index("EnrichFunctionClicks") < order.index("EnrichFunction") < order.index("ClicksEnrichedStream")
     assert order.index("ValidateFunctionClicks") < order.index("ClicksStream")
+    assert order.index("ClicksToS3") < order.index("ClicksEnrichedStream")
+    assert not delivery_stream_exists(firehose, "clicks-to-s3") and bucket_exists(s3, "clicks-archive")
+    state = stack_state(url, "clicks-demo")
+    assert state["StackStatus"] == "DELETE_FAILED" and list(state["Resources"]) == ["ArchiveBucket"]
     assert not stream_exists(kinesis, "clicks") and not stream_exists(kinesis, "clicks-enriched")
     assert not function_exists(lam, "clicks-enrich") and not function_exists(lam, "clicks-validate")
     assert lam.list_event_source_mappings()["EventSourceMappings"] == []
+
+    # ... and, the bucket emptied, deleting again finishes the job.
+    empty_bucket(s3, "clicks-archive")
+    code, actions, out, err = deploy(capsys, url, str(ROOT / "template.yaml"), "--stack-name", "clicks-demo",
+                                     "--delete")
+    assert code == 0, err
+    assert actions == {"ArchiveBucket": "deleted"}
+    assert not bucket_exists(s3, "clicks-archive")
     assert stack_state(url, "clicks-demo") is None
 
 
@@ -377,3 +473,182 @@ Outputs:
                                                       "name": "kinesim"}
     assert deploy(capsys, server.url, str(path), "--stack-name", stack, "--delete")[0] == 0
     assert not function_exists(lam, f"{stack}-hello")
+
+
+# Firehose delivery streams and S3 buckets: generated names, updates through UpdateDestination,
+# removed properties, replacement, non-empty buckets and DeletionPolicy Retain.
+
+DELIVERY_TEMPLATE = """
+Parameters:
+  Suffix: {Type: String, Default: a}
+  Prefix: {Type: String, Default: raw/}
+  Interval: {Type: Number, Default: 60}
+  Team: {Type: String, Default: data}
+Conditions:
+  HasPrefix: !Not [!Equals [!Ref Prefix, ""]]
+Resources:
+  Bucket:
+    Type: AWS::S3::Bucket
+  Role:
+    Type: AWS::IAM::Role
+    Properties:
+      AssumeRolePolicyDocument:
+        Version: "2012-10-17"
+        Statement: [{Effect: Allow, Principal: {Service: firehose.amazonaws.com}, Action: sts:AssumeRole}]
+  Delivery:
+    Type: AWS::KinesisFirehose::DeliveryStream
+    Properties:
+      DeliveryStreamName: !Sub "${AWS::StackName}-${Suffix}"
+      ExtendedS3DestinationConfiguration:
+        BucketARN: !GetAtt Bucket.Arn
+        RoleARN: !GetAtt Role.Arn
+        Prefix: !If [HasPrefix, !Ref Prefix, !Ref AWS::NoValue]
+        BufferingHints: {IntervalInSeconds: !Ref Interval, SizeInMBs: 1}
+      Tags: [{Key: team, Value: !Ref Team}]
+Outputs:
+  BucketName: {Value: !Ref Bucket}
+  BucketDomainName: {Value: !GetAtt Bucket.DomainName}
+  DeliveryArn: {Value: !GetAtt Delivery.Arn}
+"""
+
+
+def deliver(firehose, s3, stream: str, bucket: str, prefix: str, data: bytes) -> str:
+    """Put one record; the key of the object it was delivered in (under `prefix`)."""
+    before = set(object_keys(s3, bucket, prefix))
+    firehose.put_record_batch(DeliveryStreamName=stream, Records=[{"Data": data}])
+    deadline = time.monotonic() + 30
+    while not (new := set(object_keys(s3, bucket, prefix)) - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(new) == 1, f"no new object under {prefix!r}: {object_keys(s3, bucket)}"
+    (key,) = new
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data
+    return key
+
+
+def test_delivery_stream_and_bucket_update_replace_delete(own_server, tmp_path, stack, capsys):
+    url = own_server.url
+    firehose, s3 = client_for(url, "firehose"), s3_client(url)
+    path = tmp_path / "template.yaml"
+    path.write_text(DELIVERY_TEMPLATE)
+    template = str(path)
+
+    code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack)
+    assert code == 0, err
+    assert actions == {"Bucket": "created", "Role": "ignored", "Delivery": "created"}
+    bucket = stack_state(url, stack)["Resources"]["Bucket"]["PhysicalResourceId"]
+    # Generated as CloudFormation does: stack-logicalid-suffix, lower case.
+    assert re.fullmatch(rf"{stack}-bucket-[a-z0-9]{{12}}", bucket) and bucket_exists(s3, bucket)
+    assert f"BucketName        {bucket}" in out and f"BucketDomainName  {bucket}.s3.amazonaws.com" in out
+    name = f"{stack}-a"
+    arn = f"arn:aws:firehose:us-east-1:000000000000:deliverystream/{name}"
+    assert f"DeliveryArn       {arn}" in out
+    described = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]
+    assert described["DeliveryStreamType"] == "DirectPut" and described["VersionId"] == "1"
+    dest = destination(firehose, name)
+    assert dest["BucketARN"] == f"arn:aws:s3:::{bucket}" and dest["Prefix"] == "raw/"
+    assert dest["BufferingHints"] == {"IntervalInSeconds": 60, "SizeInMBs": 1}
+    assert firehose.list_tags_for_delivery_stream(DeliveryStreamName=name)["Tags"] == [{"Key": "team", "Value": "data"}]
+    assert deliver(firehose, s3, name, bucket, "raw/", b"one\n").startswith("raw/")
+
+    # Unchanged, then a new prefix, interval and tag: updated in place (UpdateDestination).
+    code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack)
+    assert code == 0 and actions["Delivery"] == "unchanged" and actions["Bucket"] == "unchanged", err
+    code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack, "--parameter-overrides",
+                                     "Prefix=archive/", "Interval=120", "Team=web")
+    assert code == 0, err
+    assert actions == {"Bucket": "unchanged", "Role": "ignored", "Delivery": "updated"}
+    described = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]
+    assert described["DeliveryStreamARN"] == arn and described["VersionId"] == "2"
+    dest = destination(firehose, name)
+    assert dest["Prefix"] == "archive/" and dest["BufferingHints"] == {"IntervalInSeconds": 120, "SizeInMBs": 1}
+    assert firehose.list_tags_for_delivery_stream(DeliveryStreamName=name)["Tags"] == [{"Key": "team", "Value": "web"}]
+    assert deliver(firehose, s3, name, bucket, "archive/", b"two\n").startswith("archive/")
+
+    # A property removed from the template is unset, not left as it was: the default
+    # YYYY/MM/DD/HH/ prefix again.
+    code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack, "--parameter-overrides",
+                                     "Prefix=", "Interval=120", "Team=web")
+    assert code == 0 and actions["Delivery"] == "updated", err
+    assert destination(firehose, name)["Prefix"] == ""
+    key = deliver(firehose, s3, name, bucket, "", b"three\n")
+    assert re.fullmatch(rf"\d{{4}}/\d{{2}}/\d{{2}}/\d{{2}}/{name}-3-.+", key), key
+
+    # A new name is a new delivery stream: CloudFormation replaces it.
+    code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack, "--parameter-overrides",
+                                     "Suffix=b", "Prefix=", "Interval=120", "Team=web")
+    assert code == 0, err
+    assert actions["Delivery"] == "replaced" and "(DeliveryStreamName changed)" in out
+    assert not delivery_stream_exists(firehose, name) and delivery_stream_exists(firehose, f"{stack}-b")
+
+    # The bucket holds objects: deleting the stack stops at it, with what to do about it.
+    code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack, "--delete")
+    assert code == 1 and actions == {"Delivery": "deleted", "Role": "ignored"}
+    assert err.startswith("Error: resource Bucket (AWS::S3::Bucket): DeleteBucket failed: BucketNotEmpty: "
+                          "The bucket you tried to delete is not empty.")
+    assert bucket_exists(s3, bucket) and len(object_keys(s3, bucket)) == 3
+    assert stack_state(url, stack)["StackStatus"] == "DELETE_FAILED"
+    empty_bucket(s3, bucket)
+    code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack, "--delete")
+    assert code == 0 and actions == {"Bucket": "deleted"}, err
+    assert not bucket_exists(s3, bucket) and stack_state(url, stack) is None
+
+
+def test_kinesis_source_is_replaced_and_retained_buckets_stay(own_server, tmp_path, stack, capsys):
+    url = own_server.url
+    firehose, s3, kinesis = client_for(url, "firehose"), s3_client(url), client_for(url)
+    path = tmp_path / "template.yaml"
+    path.write_text(f"""
+Parameters:
+  Source: {{Type: String, Default: One}}
+Conditions:
+  FromOne: !Equals [!Ref Source, One]
+Resources:
+  One: {{Type: AWS::Kinesis::Stream, Properties: {{Name: {stack}-one, ShardCount: 1}}}}
+  Two: {{Type: AWS::Kinesis::Stream, Properties: {{Name: {stack}-two, ShardCount: 1}}}}
+  Archive:
+    Type: AWS::S3::Bucket
+    DeletionPolicy: Retain
+    Properties: {{BucketName: {stack}-archive}}
+  Delivery:
+    Type: AWS::KinesisFirehose::DeliveryStream
+    Properties:
+      DeliveryStreamType: KinesisStreamAsSource
+      KinesisStreamSourceConfiguration:
+        KinesisStreamARN: !If [FromOne, !GetAtt One.Arn, !GetAtt Two.Arn]
+        RoleARN: arn:aws:iam::000000000000:role/firehose
+      S3DestinationConfiguration:
+        BucketARN: !GetAtt Archive.Arn
+        RoleARN: arn:aws:iam::000000000000:role/firehose
+        BufferingHints: {{IntervalInSeconds: 60, SizeInMBs: 1}}
+""")
+    code, actions, out, err = deploy(capsys, url, str(path), "--stack-name", stack)
+    assert code == 0, err
+    name = stack_state(url, stack)["Resources"]["Delivery"]["PhysicalResourceId"]
+    assert name.startswith(f"{stack}-Delivery-")  # generated: the template names none
+    source = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]["Source"]
+    assert source["KinesisStreamSourceDescription"]["KinesisStreamARN"].endswith(f"/{stack}-one")
+    kinesis.put_record(StreamName=f"{stack}-one", Data=b'{"n": 1}\n', PartitionKey="k")
+    assert wait_for_keys(s3, f"{stack}-archive", [""])[""], "nothing delivered from the source stream"
+
+    # Another source stream: a new delivery stream (KinesisStreamSourceConfiguration is create-only).
+    code, actions, out, err = deploy(capsys, url, str(path), "--stack-name", stack, "--parameter-overrides",
+                                     "Source=Two")
+    assert code == 0, err
+    assert actions["Delivery"] == "replaced" and "(KinesisStreamSourceConfiguration changed)" in out
+    new_name = stack_state(url, stack)["Resources"]["Delivery"]["PhysicalResourceId"]
+    assert new_name != name and not delivery_stream_exists(firehose, name)
+    source = firehose.describe_delivery_stream(DeliveryStreamName=new_name)["DeliveryStreamDescription"]["Source"]
+    assert source["KinesisStreamSourceDescription"]["KinesisStreamARN"].endswith(f"/{stack}-two")
+
+    # DeletionPolicy Retain: the bucket and what it holds outlive the stack ...
+    code, actions, out, err = deploy(capsys, url, str(path), "--stack-name", stack, "--delete")
+    assert code == 0, err
+    assert actions["Archive"] == "retained" and actions["Delivery"] == "deleted"
+    assert bucket_exists(s3, f"{stack}-archive") and object_keys(s3, f"{stack}-archive")
+    # ... and a new stack does not take it over: as in CloudFormation, the name is taken.
+    code, actions, out, err = deploy(capsys, url, str(path), "--stack-name", stack)
+    assert code == 1
+    assert f"resource Archive (AWS::S3::Bucket): {stack}-archive already exists" in err
+    assert deploy(capsys, url, str(path), "--stack-name", stack, "--delete")[0] == 0
+    empty_bucket(s3, f"{stack}-archive")
+    s3.delete_bucket(Bucket=f"{stack}-archive")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -12,11 +13,12 @@ import pytest
 
 from kinesim.deploy import cli
 from kinesim.deploy.intrinsics import NO_VALUE, Resolver, pseudo_parameters
-from kinesim.deploy.resources import (HANDLERS, EventSourceMapping, KinesisStream, LambdaFunction, Target,
-                                      generated_name, inline_package, package)
+from kinesim.deploy.resources import (HANDLERS, EventSourceMapping, FirehoseDeliveryStream, KinesisStream,
+                                      LambdaFunction, S3Bucket, Target, generated_name, inline_package, package)
 from kinesim.deploy.sam import PLACEHOLDER_BUCKET, BundledManagedPolicyLoader, translate
 from kinesim.deploy.stack import check, creation_order, decide, deletion_order, stack_name_for
 from kinesim.deploy.template import DeployError, TemplateError, lint, load_template, parameter_values
+from kinesim.s3.objects import valid_bucket_name
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOT_TEMPLATE = ROOT / "template.yaml"
@@ -34,12 +36,14 @@ def resolver_for(template: dict, parameters: dict | None = None) -> Resolver:
                                       "123456789012:stack/shop/1"))
 
 
-def target(tmp_path: Path) -> Target:
+def target(tmp_path: Path, region: str = "us-east-1", stack_name: str = "shop") -> Target:
     # Clients are made but never called: creating one opens no connection.
-    session = boto3.Session(region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t")
-    return Target(kinesis=session.client("kinesis", endpoint_url="http://127.0.0.1:9"),
-                  lambda_=session.client("lambda", endpoint_url="http://127.0.0.1:9"), stack_name="shop",
-                  region="us-east-1", account_id="123456789012", partition="aws", template_dir=tmp_path)
+    session = boto3.Session(region_name=region, aws_access_key_id="t", aws_secret_access_key="t")
+    clients = {name: session.client(name, endpoint_url="http://127.0.0.1:9")
+               for name in ("kinesis", "lambda", "firehose", "s3")}
+    return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"], stack_name=stack_name, region=region,
+                  account_id="123456789012", partition="aws-cn" if region.startswith("cn-") else "aws",
+                  template_dir=tmp_path, firehose=clients["firehose"], s3=clients["s3"])
 
 
 # Reading
@@ -170,7 +174,8 @@ def test_sam_transform_of_the_root_template():
         "EnrichFunction": "AWS::Lambda::Function", "EnrichFunctionRole": "AWS::IAM::Role",
         "EnrichFunctionClicks": "AWS::Lambda::EventSourceMapping",
         "ValidateFunction": "AWS::Lambda::Function", "ValidateFunctionRole": "AWS::IAM::Role",
-        "ValidateFunctionClicks": "AWS::Lambda::EventSourceMapping"}
+        "ValidateFunctionClicks": "AWS::Lambda::EventSourceMapping", "ArchiveBucket": "AWS::S3::Bucket",
+        "DeliveryRole": "AWS::IAM::Role", "ClicksToS3": "AWS::KinesisFirehose::DeliveryStream"}
     enrich = out["Resources"]["EnrichFunction"]["Properties"]
     # The local CodeUri comes back as an absolute path, not the s3:// placeholder.
     assert enrich["Code"] == str(ROOT / "lambdas" / "enrich")
@@ -318,6 +323,8 @@ def test_dependency_order_of_the_root_template(tmp_path):
     dependencies = check(cfn, resolver)
     assert dependencies["EnrichFunctionClicks"] == ["ClicksStream", "EnrichFunction"]
     assert dependencies["EnrichFunction"] == ["ClicksEnrichedStream", "EnrichFunctionRole"]
+    assert dependencies["ClicksToS3"] == ["ArchiveBucket", "ClicksEnrichedStream", "DeliveryRole"]
+    assert dependencies["DeliveryRole"] == ["ArchiveBucket", "ClicksEnrichedStream"]
     order = creation_order(dependencies, list(dependencies))
     for before, after in [("ClicksStream", "EnrichFunctionClicks"), ("EnrichFunction", "EnrichFunctionClicks"),
                           ("ClicksEnrichedStream", "EnrichFunction"), ("EnrichFunctionRole", "EnrichFunction"),
@@ -435,6 +442,122 @@ def test_mapping_desired_converts_to_the_api(tmp_path):
         mappings.desired({"Bogus": 1})
 
 
+def test_delivery_stream_desired_converts_to_the_api(tmp_path):
+    streams = FirehoseDeliveryStream(target(tmp_path))
+    desired = streams.desired({
+        "DeliveryStreamType": "KinesisStreamAsSource",
+        "KinesisStreamSourceConfiguration": {"KinesisStreamARN": "arn:s", "RoleARN": "arn:r"},
+        "ExtendedS3DestinationConfiguration": {
+            "BucketARN": "arn:aws:s3:::b", "RoleARN": "arn:r",
+            "BufferingHints": {"IntervalInSeconds": "60", "SizeInMBs": "64"},  # a Ref to a Number is a string
+            "DynamicPartitioningConfiguration": {"Enabled": "true"}},
+        "Tags": [{"Key": "team", "Value": "data"}]})
+    assert desired == {
+        "DeliveryStreamName": None, "DeliveryStreamType": "KinesisStreamAsSource",
+        "KinesisStreamSourceConfiguration": {"KinesisStreamARN": "arn:s", "RoleARN": "arn:r"},
+        "ExtendedS3DestinationConfiguration": {
+            "BucketARN": "arn:aws:s3:::b", "RoleARN": "arn:r",
+            "BufferingHints": {"IntervalInSeconds": 60, "SizeInMBs": 64},
+            "DynamicPartitioningConfiguration": {"Enabled": True}},
+        "Tags": {"team": "data"}}
+    s3_destination = {"BucketARN": "a", "RoleARN": "r"}
+    plain = streams.desired({"DeliveryStreamName": "d", "S3DestinationConfiguration": s3_destination})
+    assert plain["DeliveryStreamType"] == "DirectPut" and plain["Tags"] == {}
+    with pytest.raises(DeployError, match="RedshiftDestinationConfiguration of AWS::KinesisFirehose::DeliveryStream "
+                                          "is not supported by kinesim deploy: kinesim delivers to Amazon S3 only"):
+        streams.desired({"RedshiftDestinationConfiguration": {}})
+    with pytest.raises(DeployError, match="property MSKSourceConfiguration of .* is not supported"):
+        streams.desired({"MSKSourceConfiguration": {}, "S3DestinationConfiguration": s3_destination})
+    for both_or_none in ({}, {"S3DestinationConfiguration": {}, "ExtendedS3DestinationConfiguration": {}}):
+        with pytest.raises(DeployError, match="exactly one of ExtendedS3DestinationConfiguration and "
+                                              "S3DestinationConfiguration is required"):
+            streams.desired(both_or_none)
+
+
+def test_delivery_stream_replaced_for_name_type_and_source_else_updated(tmp_path):
+    streams = FirehoseDeliveryStream(target(tmp_path))
+    base = {"DeliveryStreamName": "d", "DeliveryStreamType": "KinesisStreamAsSource",
+            "KinesisStreamSourceConfiguration": {"KinesisStreamARN": "arn:one", "RoleARN": "arn:r"},
+            "ExtendedS3DestinationConfiguration": {"BucketARN": "arn:aws:s3:::b", "RoleARN": "arn:r"}}
+    record = {"Type": streams.type_name, "Properties": streams.desired(base)}
+
+    def decision(**changes):
+        return decide(streams, record, streams.type_name, streams.desired({**base, **changes}))
+
+    assert decision() == ("unchanged", [])
+    assert decision(DeliveryStreamName="e") == ("replace", ["DeliveryStreamName"])
+    assert decision(DeliveryStreamType="DirectPut", KinesisStreamSourceConfiguration=None) == \
+        ("replace", ["DeliveryStreamType", "KinesisStreamSourceConfiguration"])
+    assert decision(KinesisStreamSourceConfiguration={"KinesisStreamARN": "arn:two", "RoleARN": "arn:r"}) == \
+        ("replace", ["KinesisStreamSourceConfiguration"])
+    assert decision(ExtendedS3DestinationConfiguration={"BucketARN": "arn:aws:s3:::c", "RoleARN": "arn:r"}) == \
+        ("update", [])
+    assert decision(Tags=[{"Key": "k", "Value": "v"}]) == ("update", [])
+    assert decision(DeliveryStreamEncryptionConfigurationInput={"KeyType": "AWS_OWNED_CMK"}) == ("update", [])
+
+
+def test_destination_update_unsets_what_the_template_left_out():
+    old = {"BucketARN": "a", "RoleARN": "r", "Prefix": "p/!{partitionKeyFromQuery:k}/", "ErrorOutputPrefix": "e/",
+           "CompressionFormat": "GZIP", "BufferingHints": {"IntervalInSeconds": 60, "SizeInMBs": 128},
+           "DynamicPartitioningConfiguration": {"Enabled": True}, "FileExtension": ".jsonl",
+           "S3BackupMode": "Enabled", "S3BackupConfiguration": {"BucketARN": "b", "RoleARN": "r", "Prefix": "bk/"}}
+    new = {"BucketARN": "a", "RoleARN": "r", "Prefix": "q/!{partitionKeyFromQuery:k}/", "ErrorOutputPrefix": "e/",
+           "BufferingHints": {"IntervalInSeconds": 30}, "DynamicPartitioningConfiguration": {"Enabled": True},
+           "S3BackupMode": "Enabled", "S3BackupConfiguration": {"BucketARN": "b", "RoleARN": "r"}}
+    assert FirehoseDeliveryStream.destination_update(old, new) == {
+        "BucketARN": "a", "RoleARN": "r", "Prefix": "q/!{partitionKeyFromQuery:k}/", "ErrorOutputPrefix": "e/",
+        "CompressionFormat": "UNCOMPRESSED", "FileExtension": "",
+        # UpdateDestination merges hints member by member: both go, the default filled in (64
+        # MiB with dynamic partitioning).
+        "BufferingHints": {"IntervalInSeconds": 30, "SizeInMBs": 64},
+        "DynamicPartitioningConfiguration": {"Enabled": True}, "S3BackupMode": "Enabled",
+        "S3BackupUpdate": {"BucketARN": "b", "RoleARN": "r", "Prefix": "",
+                           "BufferingHints": {"IntervalInSeconds": 300, "SizeInMBs": 5}}}
+    unpartitioned = FirehoseDeliveryStream.destination_update({"BucketARN": "a", "RoleARN": "r"},
+                                                              {"BucketARN": "a", "RoleARN": "r"})
+    assert unpartitioned["BufferingHints"] == {"IntervalInSeconds": 300, "SizeInMBs": 5}
+    # The backup configuration removed: backup off.
+    assert FirehoseDeliveryStream.destination_update(old, {"BucketARN": "a", "RoleARN": "r"})["S3BackupMode"] == \
+        "Disabled"
+
+
+def test_bucket_desired_names_and_attributes(tmp_path):
+    buckets = S3Bucket(target(tmp_path, stack_name="Shop-Prod"))
+    assert buckets.desired({"BucketName": "clicks-archive"}) == {"BucketName": "clicks-archive"}
+    assert buckets.desired({}) == {"BucketName": None}
+    with pytest.raises(DeployError, match="property VersioningConfiguration of AWS::S3::Bucket is not supported"):
+        buckets.desired({"VersioningConfiguration": {"Status": "Enabled"}})
+    record = {"Type": "AWS::S3::Bucket", "Properties": buckets.desired({"BucketName": "a-bucket"})}
+    assert decide(buckets, record, "AWS::S3::Bucket", buckets.desired({"BucketName": "b-bucket"})) == \
+        ("replace", ["BucketName"])
+    # CloudFormation's generated bucket names: stack-logicalid-suffix, lower case, at most 63 characters.
+    name = buckets.generate_name("ArchiveBucket")
+    assert re.fullmatch(r"shop-prod-archivebucket-[a-z0-9]{12}", name) and valid_bucket_name(name)
+    long = S3Bucket(target(tmp_path, stack_name="S" * 100)).generate_name("L" * 100)
+    assert len(long) == 63 and long == long.lower() and valid_bucket_name(long)
+    assert buckets.bucket_attributes("b") == {
+        "Arn": "arn:aws:s3:::b", "DomainName": "b.s3.amazonaws.com",
+        "RegionalDomainName": "b.s3.us-east-1.amazonaws.com",
+        "DualStackDomainName": "b.s3.dualstack.us-east-1.amazonaws.com"}
+    china = S3Bucket(target(tmp_path, region="cn-north-1")).bucket_attributes("b")
+    assert china["Arn"] == "arn:aws-cn:s3:::b" and china["RegionalDomainName"] == "b.s3.cn-north-1.amazonaws.com.cn"
+    assert set(buckets.bucket_attributes("b")) == S3Bucket.attributes
+
+
+def test_check_bucket_and_delivery_stream_attributes():
+    template = {"Resources": {"B": {"Type": "AWS::S3::Bucket"},
+                              "D": {"Type": "AWS::KinesisFirehose::DeliveryStream",
+                                    "Properties": {"S3DestinationConfiguration": {
+                                        "BucketARN": {"Fn::GetAtt": ["B", "Arn"]}, "RoleARN": "r"}}}},
+                "Outputs": {"A": {"Value": {"Fn::GetAtt": ["D", "Arn"]}},
+                            "N": {"Value": {"Fn::GetAtt": ["B", "RegionalDomainName"]}}}}
+    assert check(template, resolver_for(template)) == {"B": [], "D": ["B"]}
+    template["Outputs"]["W"] = {"Value": {"Fn::GetAtt": ["B", "WebsiteURL"]}}
+    with pytest.raises(DeployError, match="output W: attribute WebsiteURL of AWS::S3::Bucket .* is not provided by "
+                                          "kinesim deploy"):
+        check(template, resolver_for(template))
+
+
 def test_packages_are_deterministic_and_skip_bytecode(tmp_path):
     (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
     (tmp_path / "app.py").write_text("x = 1\n")
@@ -454,6 +577,7 @@ def test_generated_names_follow_cloudformation():
     assert name.startswith("shop-ClicksStream-") and len(name) == len("shop-ClicksStream-") + 12
     assert len(generated_name("s" * 100, "L" * 100, 64)) == 64
     assert set(HANDLERS) == {"AWS::Kinesis::Stream", "AWS::Lambda::Function", "AWS::Lambda::EventSourceMapping",
+                             "AWS::KinesisFirehose::DeliveryStream", "AWS::S3::Bucket",
                              "AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}
 
 

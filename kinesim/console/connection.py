@@ -20,7 +20,7 @@ class ConsoleError(Exception):
 
 
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT,
+    parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT, metavar="URL",
                         help=f"the kinesim server (default: $AWS_ENDPOINT_URL, else {DEFAULT_ENDPOINT})")
     parser.add_argument("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
                         or "us-east-1", help="the region to sign requests for (default: $AWS_REGION, "

@@ -24,8 +24,8 @@ STACK_NAME = re.compile(r"[a-zA-Z][-a-zA-Z0-9]{0,127}")
 DESCRIPTION = """\
 Deploy a CloudFormation or SAM template (Transform: AWS::Serverless-2016-10-31) to a kinesim
 server, the way `sam deploy` deploys to AWS: Kinesis streams, Lambda functions (each CodeUri
-directory is zipped and uploaded) and their event source mappings are created through the same
-APIs a client uses. IAM roles and policies are accepted and ignored: kinesim does not check
+directory is zipped and uploaded) and their event source mappings, Firehose delivery streams (to
+S3) and S3 buckets are created through the same APIs a client uses. IAM roles and policies are accepted and ignored: kinesim does not check
 permissions.
 
 Deploying again updates the stack in place: unchanged resources are left alone, changed ones are
@@ -133,11 +133,14 @@ def make_target(args: argparse.Namespace) -> Target:
     credentials = {} if session.get_credentials() else {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
     config = Config(retries={"max_attempts": 3, "mode": "standard"})
     clients = {name: session.client(name, endpoint_url=args.endpoint_url, config=config, **credentials)
-               for name in ("kinesis", "lambda")}
+               for name in ("kinesis", "lambda", "firehose")}
+    # Path-style: kinesim's buckets are not host names.
+    clients["s3"] = session.client("s3", endpoint_url=args.endpoint_url, **credentials,
+                                   config=config.merge(Config(s3={"addressing_style": "path"})))
     return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"],
                   stack_name=args.stack_name or stack_name_for(args.template), region=region,
                   account_id=str(health.get("account_id") or "000000000000"), partition=partition_of(region),
-                  template_dir=args.template.resolve().parent)
+                  template_dir=args.template.resolve().parent, firehose=clients["firehose"], s3=clients["s3"])
 
 
 if __name__ == "__main__":

@@ -281,7 +281,8 @@ class Deployer:
                 physical_id = record["PhysicalResourceId"]
                 attributes = handler.update(physical_id, record["Properties"], desired, record["Attributes"])
             else:
-                if action == "replace":
+                # UpdateReplacePolicy: Retain keeps the old resource (a bucket's data) out of the stack.
+                if action == "replace" and resource.get("UpdateReplacePolicy") != "Retain":
                     self.handler(record["Type"]).delete(record["PhysicalResourceId"], record["Properties"])
                 # CloudFormation names a resource whose template gives no name (a new name for a
                 # replacement, too).
@@ -297,6 +298,8 @@ class Deployer:
         self.store.put(self.target.stack_name, state)
         past = {"create": "created", "update": "updated", "replace": "replaced", "unchanged": "unchanged"}[action]
         note = f"({', '.join(reasons)} changed)" if reasons else ""
+        if action == "replace" and resource.get("UpdateReplacePolicy") == "Retain":
+            note += f"; {record['PhysicalResourceId']} retained (UpdateReplacePolicy)"
         if handler.ignored:
             past, note = "ignored", handler.note
         self._line(past, lid, type_name, physical_id, note)

@@ -14,7 +14,9 @@ event source mappings:
 * A function error retries the batch with a growing backoff until `MaximumRetryAttempts` or
   `MaximumRecordAgeInSeconds` is exhausted (-1: until the records expire). With
   `BisectBatchOnFunctionError` a failing batch is split in halves first; splitting does not use up
-  retries. Given-up batches are described to the `OnFailure` destination and skipped.
+  retries. Given-up batches are described to the `OnFailure` destination (an S3 bucket, with the
+  whole event, or a Kinesis stream) and skipped; a destination that cannot take the description
+  (no such bucket) holds the shard until it can.
   Errors before the function ran (function not found, throttled) are retried without counting.
 * `ReportBatchItemFailures`: the function's `batchItemFailures` move the checkpoint to just before
   the lowest reported sequence number and the rest of the batch is retried.

@@ -1,0 +1,229 @@
+"""The Spark source on kinesim streams (kinesim/analytics/streaming.py), through a real server and a
+local SparkSession: batch reads, a streaming query restarted from its checkpoint across a shard
+split, LATEST, and the page-views example script."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from kinesim.analytics.streaming import register  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (SparkSession.builder.master("local[2]").appName("kinesim-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+def put(kinesis, stream: str, records: list[tuple[str, bytes]]) -> list[dict]:
+    """PutRecords in batches of 500; the acknowledgements, all of which must have succeeded."""
+    acks = []
+    for i in range(0, len(records), 500):
+        out = kinesis.put_records(StreamName=stream, Records=[{"PartitionKey": k, "Data": d}
+                                                              for k, d in records[i:i + 500]])
+        assert out["FailedRecordCount"] == 0
+        acks += out["Records"]
+    return acks
+
+
+def kinesim_stream(spark, url: str, stream: str, **options):
+    reader = spark.readStream.format("kinesim").option("stream", stream).option("endpointUrl", url)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def test_batch_read_returns_every_record(spark, server, kinesis, make_stream):
+    stream = make_stream(3)
+    records = [(f"user-{i % 17}", json.dumps({"n": i}).encode()) for i in range(1200)]
+    before = datetime.now(timezone.utc)
+    acks = put(kinesis, stream, records)
+    df = spark.read.format("kinesim").option("stream", stream).option("endpointUrl", server.url).load()
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("data", "binary"), ("partitionKey", "string"), ("sequenceNumber", "string"), ("shardId", "string"),
+        ("approximateArrivalTimestamp", "timestamp")]
+    rows = df.collect()
+    assert len(rows) == len(records)
+    got = {(r.shardId, r.sequenceNumber): (r.partitionKey, bytes(r.data)) for r in rows}
+    want = {(a["ShardId"], a["SequenceNumber"]): rec for a, rec in zip(acks, records)}
+    assert got == want
+    assert len({r.shardId for r in rows}) == 3
+    for r in rows:   # the session time zone is UTC: timestamps come back as naive UTC
+        arrival = r.approximateArrivalTimestamp.replace(tzinfo=timezone.utc)
+        assert before.timestamp() - 1 <= arrival.timestamp() <= datetime.now(timezone.utc).timestamp() + 1
+    # A filter and an aggregate run on top of the source like on any table.
+    assert df.where("partitionKey = 'user-3'").count() == sum(1 for k, _ in records if k == "user-3")
+
+
+def test_batch_read_of_an_empty_stream(spark, server, make_stream):
+    stream = make_stream(2)
+    assert spark.read.format("kinesim").option("stream", stream).option("endpointUrl", server.url).load().count() == 0
+
+
+def read_sink(out: Path) -> list[dict]:
+    rows = []
+    for path in sorted(out.glob("batch-*.jsonl")):
+        batch = int(path.stem.split("-")[1])
+        rows += [dict(json.loads(line), batch=batch) for line in path.read_text().splitlines()]
+    return rows
+
+
+def file_sink(out: Path):
+    """A foreachBatch sink writing each micro-batch to its own file, named by batch id, so a
+    replayed batch replaces its file instead of adding to the output (an idempotent sink)."""
+    def write(df, batch_id: int) -> None:
+        rows = df.select("partitionKey", "sequenceNumber", "shardId").collect()
+        (out / f"batch-{batch_id:05d}.jsonl").write_text("".join(json.dumps(r.asDict()) + "\n" for r in rows))
+    return write
+
+
+def start_query(spark, url: str, stream: str, out: Path, checkpoint: Path):
+    return (kinesim_stream(spark, url, stream, maxRecordsPerTrigger="120").writeStream
+            .foreachBatch(file_sink(out)).option("checkpointLocation", str(checkpoint)).start())
+
+
+def test_restart_from_checkpoint_across_a_split_reads_every_record_once_in_order(
+        spark, server, kinesis, make_stream, tmp_path):
+    stream = make_stream(2)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    out.mkdir()
+    keys = [f"key-{i}" for i in range(12)]
+
+    def records(tag: str, n: int) -> list[tuple[str, bytes]]:
+        return [(keys[i % len(keys)], f"{tag}-{i}".encode()) for i in range(n)]
+
+    put_order = records("n", 300)
+    acks = put(kinesis, stream, put_order)
+    query = start_query(spark, server.url, stream, out, checkpoint)
+    query.processAllAvailable()
+    query.stop()
+    first_run = read_sink(out)
+    assert len(first_run) == 300
+
+    put_order += records("m", 200)
+    acks += put(kinesis, stream, put_order[300:])
+    # Split shard 0 in the middle of its hash range: it closes, two children take its keys.
+    shard0 = kinesis.list_shards(StreamName=stream)["Shards"][0]
+    low, high = (int(shard0["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
+    kinesis.split_shard(StreamName=stream, ShardToSplit=shard0["ShardId"], NewStartingHashKey=str((low + high) // 2))
+    put_order += records("k", 250)
+    acks += put(kinesis, stream, put_order[500:])
+    children = {s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]
+                if s.get("ParentShardId") == shard0["ShardId"]}
+    assert len(children) == 2 and {a["ShardId"] for a in acks[500:]} & children
+
+    query = start_query(spark, server.url, stream, out, checkpoint)
+    query.processAllAvailable()
+    query.stop()
+    rows = read_sink(out)
+
+    # Every record exactly once: N + M + K, no duplicate sequence number, the acknowledged ones.
+    assert len(rows) == 750
+    assert {(r["shardId"], r["sequenceNumber"]) for r in rows} == {(a["ShardId"], a["SequenceNumber"]) for a in acks}
+    # The restart went on after the first run's last records: its batches add to the first run's.
+    assert [r for r in rows if r["batch"] <= max(r["batch"] for r in first_run)] == first_run
+    # maxRecordsPerTrigger bounds each shard's share of a micro-batch.
+    per_batch_shard = defaultdict(int)
+    for r in rows:
+        per_batch_shard[r["batch"], r["shardId"]] += 1
+    assert max(per_batch_shard.values()) <= 120
+    # Per shard, records arrive in sequence number order across micro-batches.
+    for shard_id in {r["shardId"] for r in rows}:
+        seqs = [int(r["sequenceNumber"]) for r in rows if r["shardId"] == shard_id]
+        assert seqs == sorted(seqs)
+    # Per partition key, every record of the parent comes in a micro-batch before any of a child.
+    moved = 0
+    for key in keys:
+        of_key = [r for r in rows if r["partitionKey"] == key]
+        parent = [r["batch"] for r in of_key if r["shardId"] == shard0["ShardId"]]
+        child = [r["batch"] for r in of_key if r["shardId"] in children]
+        if parent and child:
+            assert max(parent) < min(child), key
+            moved += 1
+    assert moved > 0
+    # And the records of a key are read in the order they were put.
+    for key in keys:
+        read = [r["sequenceNumber"] for r in sorted((r for r in rows if r["partitionKey"] == key),
+                                                    key=lambda r: (r["batch"], int(r["sequenceNumber"])))]
+        assert read == [a["SequenceNumber"] for a, (k, _) in zip(acks, put_order) if k == key]
+
+
+def test_latest_reads_only_records_put_after_the_query_started(spark, server, kinesis, make_stream, tmp_path):
+    stream = make_stream(2)
+    put(kinesis, stream, [(f"p{i}", b"old") for i in range(50)])
+    query = (kinesim_stream(spark, server.url, stream, startingPosition="LATEST").writeStream
+             .format("memory").queryName("latest_clicks").option("checkpointLocation", str(tmp_path / "ck"))
+             .start())
+    try:
+        query.processAllAvailable()
+        acks = put(kinesis, stream, [(f"p{i}", b"new") for i in range(40)])
+        query.processAllAvailable()
+        rows = spark.sql("SELECT shardId, sequenceNumber, data FROM latest_clicks").collect()
+    finally:
+        query.stop()
+    assert {(r.shardId, r.sequenceNumber) for r in rows} == {(a["ShardId"], a["SequenceNumber"]) for a in acks}
+    assert {bytes(r.data) for r in rows} == {b"new"}
+
+
+def test_available_now_reads_what_is_there_and_stops(spark, server, kinesis, make_stream, tmp_path):
+    stream = make_stream(3)
+    acks = put(kinesis, stream, [(f"p{i}", str(i).encode()) for i in range(900)])
+    per_shard = max(sum(1 for a in acks if a["ShardId"] == s) for s in {a["ShardId"] for a in acks})
+    query = (kinesim_stream(spark, server.url, stream, maxRecordsPerTrigger="100").writeStream
+             .format("memory").queryName("available_now").trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    assert query.awaitTermination(60)
+    rows = spark.sql("SELECT shardId, sequenceNumber FROM available_now").collect()
+    assert sorted((r.shardId, r.sequenceNumber) for r in rows) == sorted((a["ShardId"], a["SequenceNumber"])
+                                                                        for a in acks)
+    # At most 100 records a shard per micro-batch: as many batches as the fullest shard needs.
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) == -(-per_shard // 100)
+
+
+def test_pageviews_per_minute_example(server, kinesis, make_stream, tmp_path):
+    stream = make_stream(2)
+    base = 1_700_000_040   # 2023-11-14 22:14:00 UTC, a minute boundary
+    expected: dict[tuple[str, str], int] = defaultdict(int)
+    clicks = []
+    for i in range(90):
+        minute, page = i % 3, ["/home", "/products/1", "/cart"][i % 7 % 3]
+        clicks.append((f"u-{i % 9}", json.dumps({"user_id": f"u-{i % 9}", "page": page,
+                                                  "ts": base + minute * 60 + i % 50}).encode()))
+        expected[datetime.fromtimestamp(base + minute * 60, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), page] += 1
+    clicks.append(("u-x", b"not json"))   # skipped, not counted
+    put(kinesis, stream, clicks)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "pageviews_per_minute.py"), "--stream", stream,
+                           "--endpoint-url", server.url, "--available-now", "--checkpoint", str(tmp_path / "ck")],
+                          capture_output=True, text=True, timeout=110, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Console sink rows: | minute | page | views |; in update mode a later batch may repeat a row
+    # with a higher count, so keep the last.
+    seen: dict[tuple[str, str], int] = {}
+    for minute, page, views in re.findall(r"^\|(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*\|(\S+)\s*\|(\d+)\s*\|$",
+                                          proc.stdout, re.M):
+        seen[minute, page] = int(views)
+    assert seen == dict(expected), proc.stdout[-3000:]
