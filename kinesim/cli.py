@@ -88,6 +88,13 @@ def _tail_parser(sub: argparse._SubParsersAction) -> None:
         description=tail.DESCRIPTION, epilog=tail.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
+def _sql_parser(sub: argparse._SubParsersAction) -> None:
+    from .analytics import sql_cli
+    sql_cli.configure(sub.add_parser(
+        "sql", help="Spark SQL over what Firehose delivered, each delivery stream a table (needs Java 17+)",
+        description=sql_cli.DESCRIPTION, epilog=sql_cli.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kinesim", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     _logs_parser(sub)
     _put_parser(sub)
     _tail_parser(sub)
+    _sql_parser(sub)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -118,5 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "tail":
         from .console import tail
         return tail.run(args)
+    if args.command == "sql":
+        from .analytics import sql_cli
+        return sql_cli.run(args)
     from .functions import logs_cli
     return logs_cli.run(args)

@@ -1,8 +1,11 @@
 """The edge: one WSGI app on one port, routing each request to its service.
 
-JSON-protocol calls (an `X-Amz-Target` header) take a lean path straight to the service: it is
-the data plane's hot path and Flask's per-request machinery would double its cost. Everything
-else (health, and the REST services later) goes to the Flask app.
+- JSON-protocol calls (an `X-Amz-Target` header: Kinesis, Firehose) take a lean path straight to
+  the service: it is the data plane's hot path and Flask's per-request machinery would double its
+  cost. It is checked first for the same reason.
+- Lambda's REST-JSON API: paths under the model's date prefixes (`/2015-03-31/functions/...`).
+- S3's REST-XML API: virtual-host style (`Host: bucket.localhost`) or path style.
+- kinesim's own routes (`/_kinesim/...`: health, logs, stacks, metrics): the Flask app.
 """
 from __future__ import annotations
 
@@ -146,11 +149,13 @@ class Edge:
     # WSGI entry point
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
-        if "HTTP_X_AMZ_TARGET" not in environ and self.lambda_rest.accepts(environ):
+        if "HTTP_X_AMZ_TARGET" in environ:
+            return self.json_protocol(environ, start_response)
+        if self.lambda_rest.accepts(environ):
             return self.lambda_rest(environ, start_response)
         if is_s3_request(environ):
             return self.s3(environ, start_response)
-        if "HTTP_X_AMZ_TARGET" not in environ and environ.get("REQUEST_METHOD") != "POST":
+        if environ.get("REQUEST_METHOD") != "POST":
             return self.flask(environ, start_response)
         return self.json_protocol(environ, start_response)
 
