@@ -86,10 +86,19 @@ def java_version(java: str) -> int:
     return int(match[2] or 0) if major == 1 else major
 
 
+_checked: dict[tuple[str, int], int] = {}
+
+
 def check_java() -> str:
     """The java to use, checked to be Java 17 or later; JavaNotFoundError otherwise."""
     java = java_command()
-    version = java_version(java)
+    try:
+        identity = (os.path.realpath(java), os.stat(java).st_mtime_ns)
+    except OSError:
+        identity = (java, 0)
+    if identity not in _checked:  # `java -version` takes a JVM start: once per java
+        _checked[identity] = java_version(java)
+    version = _checked[identity]
     if version < MIN_JAVA:
         raise JavaNotFoundError(f"{JAVA_HINT} (found Java {version} at {java})")
     return java

@@ -22,6 +22,7 @@ import datetime as dt
 import decimal
 import itertools
 import json
+import math
 import os
 import sys
 import threading
@@ -103,15 +104,14 @@ def split_statements(text: str) -> tuple[list[str], str]:
 
 def _has_sql(text: str) -> bool:
     """Whether a piece of a script holds more than blanks and comments."""
-    statements_free = text
     while True:
-        stripped = statements_free.strip()
-        if stripped.startswith("--"):
-            statements_free = stripped.split("\n", 1)[1] if "\n" in stripped else ""
-        elif stripped.startswith("/*") and "*/" in stripped:
-            statements_free = stripped.split("*/", 1)[1]
+        text = text.strip()
+        if text.startswith("--"):
+            text = text.split("\n", 1)[1] if "\n" in text else ""
+        elif text.startswith("/*") and "*/" in text:
+            text = text.split("*/", 1)[1]
         else:
-            return bool(stripped)
+            return bool(text)
 
 
 # ---------------------------------------------------------------------------- values and output
@@ -153,6 +153,9 @@ def jsonable(value: Any) -> Any:
         return base64.b64encode(value).decode()
     if isinstance(value, dt.timedelta):
         return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        # Not JSON numbers: Spark's JSON writer gives them as text too.
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     return value
 
 
@@ -247,6 +250,14 @@ def spark_error(err: BaseException) -> str:
         message = str(err.java_exception.getMessage() or err.java_exception.toString())
         return "\n".join(message.strip().splitlines()[:3])
     return f"{type(err).__name__}: {err}"
+
+
+def _condition(err: BaseException) -> str | None:
+    """Spark's error condition (TABLE_OR_VIEW_NOT_FOUND, ...), if it has one."""
+    try:
+        return err.getCondition()  # type: ignore[attr-defined]
+    except Exception:
+        return None
 
 
 def _spark_errors() -> tuple[type[BaseException], ...]:
@@ -347,6 +358,8 @@ class Session:
                     self.err.write(f"({count} row{'s' * (count != 1)}, {time.monotonic() - started:.1f} s)\n")
         except _spark_errors() as error:
             self.say(f"error: {spark_error(error)}")
+            if _condition(error) == "TABLE_OR_VIEW_NOT_FOUND":
+                self.say(self.tables_hint())
             return False
         except KeyboardInterrupt:
             self.spark.sparkContext.cancelAllJobs()
@@ -366,6 +379,11 @@ class Session:
             if not self.execute(statement, self.args.output if last else None):
                 return 1
         return 0
+
+    def tables_hint(self) -> str:
+        names = ", ".join(t.name for t in self.catalog.tables) or "none"
+        empty = f"; nothing delivered yet: {', '.join(self.catalog.empty)}" if self.catalog.empty else ""
+        return f"tables: {names}{empty}"
 
     # -- the shell
 
@@ -452,10 +470,13 @@ def _save_history() -> None:
         pass
 
 
-def run(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr,
-        stdin: IO[str] = sys.stdin) -> int:
+def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None,
+        stdin: IO[str] | None = None) -> int:
+    """`kinesim sql`: 0 when every statement ran, 1 when one failed (or Spark / the server could not
+    be used), 2 for a usage error."""
     from .session import JavaNotFoundError
     from .tables import ServerUnreachable
+    out, err, stdin = out or sys.stdout, err or sys.stderr, stdin or sys.stdin
     try:
         session = Session(args, out, err)
         if args.output:

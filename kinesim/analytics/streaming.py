@@ -11,8 +11,8 @@ Columns: data (binary), partitionKey, sequenceNumber, shardId (strings), approxi
 
 Options: `stream` (name or ARN, required); `endpointUrl` (default AWS_ENDPOINT_URL, else
 http://localhost:4566); `region` (default AWS_REGION / AWS_DEFAULT_REGION, else us-east-1);
-`awsAccessKeyId` / `awsSecretKey` (default boto3's credential chain, else the dummy pair
-kinesim/kinesim); `startingPosition` TRIM_HORIZON (default) or LATEST, for a query without a
+`awsAccessKeyId` / `awsSecretKey` (default boto3's credential chain without the EC2/container
+metadata endpoints, else the dummy pair kinesim/kinesim); `startingPosition` TRIM_HORIZON (default) or LATEST, for a query without a
 checkpoint; `maxRecordsPerTrigger`: at most this many records *per shard* in one micro-batch
 (default 10,000, one GetRecords page).
 
@@ -33,9 +33,8 @@ How a micro-batch is planned (this is what makes a restart from a checkpoint exa
   GetShardIterator AFTER_SEQUENCE_NUMBER (TRIM_HORIZON when nothing was read yet), GetRecords until
   `upto`, one Arrow batch per page.
 * LATEST, Trigger.AvailableNow's target and the batch read's snapshot need the newest sequence
-  number of a shard *without* reading all of it: `newest_sequence` reads the shard's tail from
-  AT_TIMESTAMP now-1 s, -10 s, -100 s ... until a window holds a record (TRIM_HORIZON last), so it
-  costs the records of about ten times the newest record's age, not the shard.
+  number of a shard *without* reading all of it: `newest_sequence` bisects arrival times with
+  AT_TIMESTAMP iterators and one-record pages, then reads the last hundredth of a second forward.
 * commit is a no-op: a raw Kinesis consumer keeps its position itself, here in Spark's checkpoint.
 """
 from __future__ import annotations
@@ -48,6 +47,8 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
 
 import boto3
+import botocore.session
+import botocore.utils
 import pyarrow as pa
 from botocore.config import Config
 from pyspark.sql import SparkSession
@@ -62,8 +63,9 @@ ARROW_SCHEMA = pa.schema([("data", pa.binary()), ("partitionKey", pa.string()), 
 GET_RECORDS_LIMIT = 10000          # AWS's maximum records per GetRecords call
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 10000
 STARTING_POSITIONS = ("TRIM_HORIZON", "LATEST")
-# How far back newest_sequence looks for a shard's newest record before reading it all.
-PROBE_WINDOWS_S = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000)
+# newest_sequence bisects arrival times down to this (s), in at most this many steps.
+PROBE_RESOLUTION_S = 0.01
+PROBE_MAX_STEPS = 40
 
 
 # Connection: what an executor needs to reach the stream (picklable, hashable for the client cache).
@@ -96,7 +98,16 @@ class Connection:
 def client(conn: Connection) -> Any:
     """One boto3 client per connection and process (a client costs ~50 ms to build; Python workers
     are reused across tasks)."""
-    session = boto3.session.Session()
+    core = botocore.session.get_session()
+    # Arrival times stay epoch seconds: botocore's default makes each a datetime in dateutil's
+    # tzlocal, which is half the cost of parsing a GetRecords page.
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=epoch_seconds)
+    # Credentials from the environment, profiles, SSO or a credential process, never from a metadata
+    # endpoint (EC2 instance or container role): no network probe on the way to a local emulator.
+    resolver = core.get_component("credential_provider")
+    for method in ("container-role", "iam-role"):
+        resolver.remove(method)
+    session = boto3.session.Session(botocore_session=core)
     key, secret = conn.access_key, conn.secret_key
     if key is None and session.get_credentials() is None:
         key = secret = "kinesim"   # kinesim checks a signature's shape, not the key
@@ -104,6 +115,13 @@ def client(conn: Connection) -> Any:
     return session.client("kinesis", endpoint_url=conn.endpoint_url, region_name=conn.region,
                           aws_access_key_id=key, aws_secret_access_key=secret,
                           config=Config(retries={"mode": "standard", "max_attempts": 10}))
+
+
+def epoch_seconds(value: Any) -> float:
+    """A timestamp member as epoch seconds (JSON carries a number; anything else, botocore parses)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return botocore.utils.parse_timestamp(value).timestamp()
 
 
 # Reading shards: the Kinesis calls, shared by the driver and the executors.
@@ -159,19 +177,45 @@ def read_forward(conn: Connection, shard_id: str, after: str | None, max_records
     return Progress(last, iterator is None)
 
 
+def first_record(conn: Connection, shard_id: str, at_time: float | None) -> dict[str, Any] | None:
+    """The first record that arrived at or after `at_time` (from TRIM_HORIZON if None), or None.
+    An empty page short of the tip (AWS's sparse shards) is followed to the next."""
+    kinesis = client(conn)
+    iterator: str | None = shard_iterator(conn, shard_id, None, at_time)
+    while iterator is not None:
+        page = kinesis.get_records(ShardIterator=iterator, Limit=1)
+        if page["Records"]:
+            return page["Records"][0]
+        if page.get("MillisBehindLatest") == 0:
+            return None
+        iterator = page.get("NextShardIterator")
+    return None
+
+
 def newest_sequence(conn: Connection, shard_id: str) -> str | None:
     """The sequence number of the shard's newest record, None if it holds none.
 
-    A LATEST iterator is a position, not a number, so read the shard's tail instead: from
-    AT_TIMESTAMP now-1 s, then -10 s, -100 s ... until a window holds a record, TRIM_HORIZON last.
-    A window that is too short (or a clock that disagrees with the server's) only costs another
-    try; a window always reaches the tip, so the answer is exact either way."""
-    now = time.time()
-    for window in (*PROBE_WINDOWS_S, None):
-        found = read_forward(conn, shard_id, None, at_time=None if window is None else now - window).last
-        if found is not None:
-            return found
-    return None
+    A LATEST iterator is a position, not a number, and reading the whole shard to its tip costs
+    the shard. Arrival times grow along a shard, so bisect them instead: with AT_TIMESTAMP
+    iterators and one-record pages, narrow [arrival of a record, a time with no record after it]
+    down to PROBE_RESOLUTION_S (about log2(age / resolution) calls), then read the last sliver
+    forward to the tip. The bisection only decides where that read starts; the read itself is
+    what makes the answer exact, whatever the clocks or the timestamps' rounding."""
+    first = first_record(conn, shard_id, None)
+    if first is None:
+        return None
+    low, high = first["ApproximateArrivalTimestamp"], time.time()
+    for _ in range(PROBE_MAX_STEPS):
+        if high - low <= PROBE_RESOLUTION_S:
+            break
+        middle = (low + high) / 2
+        found = first_record(conn, shard_id, middle)
+        if found is None:
+            high = middle
+        else:
+            low = max(middle, found["ApproximateArrivalTimestamp"])
+    tail = read_forward(conn, shard_id, None, at_time=low - PROBE_RESOLUTION_S).last
+    return tail if tail is not None else first["SequenceNumber"]
 
 
 class ShardRange(InputPartition):
@@ -211,7 +255,7 @@ def arrow_batch(records: list[dict[str, Any]], shard_id: str) -> pa.RecordBatch:
         pa.array([r["PartitionKey"] for r in records], pa.string()),
         pa.array([r["SequenceNumber"] for r in records], pa.string()),
         pa.array([shard_id] * len(records), pa.string()),
-        pa.array([round(r["ApproximateArrivalTimestamp"].timestamp() * 1_000_000) for r in records],
+        pa.array([round(r["ApproximateArrivalTimestamp"] * 1_000_000) for r in records],
                  pa.timestamp("us", tz="UTC")),
     ], schema=ARROW_SCHEMA)
 

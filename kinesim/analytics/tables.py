@@ -194,6 +194,8 @@ def _template_regex(template: str, groups: dict[str, str], error_output: bool = 
             group = f"k{len(groups)}"
             groups[group] = value.strip()
             out.append(f"(?P<{group}>[^/]*)")
+        elif namespace == "firehose" and value.strip() == "error-output-type":
+            out.append("(?:" + "|".join(re.escape(t) for t in sorted(ERROR_DIRECTORIES)) + ")")
         elif namespace == "timestamp":
             # A pattern such as yyyy/MM/dd spans as many segments as it has slashes.
             out.append("[^/]*" + "/[^/]*" * value.count("/"))
@@ -498,10 +500,23 @@ def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, 
     if not chosen:
         catalog.empty.append(source.name)
         return None
+    layouts = {tuple(p.split("=", 1)[0] for p in o.partitions) for o in chosen}
+    if len(layouts) > 1:
+        # Spark's partition discovery needs one directory layout (a Prefix changed by UpdateDestination?).
+        catalog.notes.append(f"{source.name}: objects have different partition directories "
+                             f"({' / '.join(sorted('/'.join(l) or '(none)' for l in layouts))}); read without "
+                             "partition columns")
+        for o in chosen:
+            o.partitions = []
     root, copied = build_view_tree(source.name, chosen, tree_root, cache_dir, family)
-    df = _read(spark, root, family)
-    df.createOrReplaceTempView(source.name)
-    partition_columns = sorted({p.split("=", 1)[0] for o in chosen for p in o.partitions})
+    try:
+        df = _read(spark, root, family)
+        df.createOrReplaceTempView(source.name)
+    except Exception as err:  # one unreadable table must not take the others with it
+        message = getattr(err, "getMessage", lambda: str(err))() or str(err)
+        catalog.notes.append(f"{source.name}: Spark cannot read {source.location}: {message.strip().splitlines()[0]}")
+        return None
+    partition_columns = [p.split("=", 1)[0] for p in chosen[0].partitions]
     return Table(source.name, source.location, family, len(chosen), partition_columns, source.stream, copied,
                  skipped)
 
