@@ -18,7 +18,9 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
 
-from kinesim.analytics.streaming import register  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
+
+from kinesim.analytics.streaming import KinesimStreamReader, register  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -227,3 +229,74 @@ def test_pageviews_per_minute_example(server, kinesis, make_stream, tmp_path):
                                           proc.stdout, re.M):
         seen[minute, page] = int(views)
     assert seen == dict(expected), proc.stdout[-3000:]
+
+
+# The stream reader driven directly, as Spark's driver and executors call it (no Spark needed).
+
+
+def drive(reader, start: dict, limit) -> tuple[dict, list[dict]]:
+    """One micro-batch: latestOffset, partitions, read every partition; the end offset and the rows."""
+    end = reader.latestOffset(start, limit)
+    rows = [row for part in reader.partitions(start, end) for batch in reader.read(part)
+            for row in batch.to_pylist()]
+    return end, rows
+
+
+def test_merged_child_is_read_after_both_parents_are_finished(server, kinesis, make_stream):
+    stream = make_stream(2)
+    reader = KinesimStreamReader({"stream": stream, "endpointUrl": server.url})
+    keys = [f"key-{i}" for i in range(8)]
+    put_order = [(keys[i % 8], b"before") for i in range(40)]
+    put(kinesis, stream, put_order)
+    offset, batches = reader.initialOffset(), []
+    assert offset == {"shards": {}, "closed": []}
+    offset, rows = drive(reader, offset, ReadAllAvailable())
+    batches.append(rows)
+    parents = [s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]]
+    put_order += [(keys[i % 8], b"parent") for i in range(40)]
+    put(kinesis, stream, put_order[40:])
+    kinesis.merge_shards(StreamName=stream, ShardToMerge=parents[0], AdjacentShardToMerge=parents[1])
+    put_order += [(keys[i % 8], b"child") for i in range(40)]
+    acks = put(kinesis, stream, put_order[80:])
+    child = acks[0]["ShardId"]
+    for _ in range(4):
+        offset, rows = drive(reader, offset, ReadMaxRows(15))
+        batches.append(rows)
+    offset, rows = drive(reader, offset, ReadAllAvailable())
+    batches.append(rows)
+    assert drive(reader, offset, ReadAllAvailable()) == (offset, [])    # nothing new: the same offset
+    assert offset["closed"] == sorted(parents) and set(offset["shards"]) == {*parents, child}
+
+    read = [dict(row, batch=n) for n, rows in enumerate(batches) for row in rows]
+    assert len(read) == 120 and len({r["sequenceNumber"] for r in read}) == 120
+    assert max(sum(1 for r in rows if r["shardId"] == s) for rows in batches[1:5] for s in (*parents, child)) <= 15
+    last_parent_batch = max(r["batch"] for r in read if r["shardId"] != child)
+    assert min(r["batch"] for r in read if r["shardId"] == child) > last_parent_batch
+    for key in keys:
+        assert [bytes(r["data"]) for r in read if r["partitionKey"] == key] == [d for k, d in put_order if k == key]
+
+
+def test_available_now_target_excludes_records_put_after_it(server, kinesis, make_stream):
+    stream = make_stream(2)
+    reader = KinesimStreamReader({"stream": stream, "endpointUrl": server.url, "maxRecordsPerTrigger": "7"})
+    acks = put(kinesis, stream, [(f"k{i}", b"x") for i in range(30)])
+    offset = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    put(kinesis, stream, [(f"k{i}", b"late") for i in range(30)])
+    seen = []
+    for _ in range(20):
+        end, rows = drive(reader, offset, reader.getDefaultReadLimit())
+        if end == offset:
+            break
+        offset, seen = end, seen + rows
+    assert sorted(r["sequenceNumber"] for r in seen) == sorted(a["SequenceNumber"] for a in acks)
+
+
+def test_latest_initial_offset_is_each_open_shards_newest_record(server, kinesis, make_stream):
+    stream = make_stream(3)
+    acks = put(kinesis, stream, [(f"k{i}", b"x") for i in range(60)])
+    reader = KinesimStreamReader({"stream": stream, "endpointUrl": server.url, "startingPosition": "latest"})
+    newest = {}
+    for a in acks:
+        newest[a["ShardId"]] = a["SequenceNumber"]
+    assert reader.initialOffset() == {"shards": dict(sorted(newest.items())), "closed": []}
