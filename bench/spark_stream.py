@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--big-trigger", type=int, default=50_000,
+    parser.add_argument("--small-trigger", type=int, default=10_000,
                         help="maxRecordsPerTrigger of the last run (records per shard per micro-batch)")
     parser.add_argument("--json", help="also save the figures to this file")
     args = parser.parse_args()
@@ -112,9 +112,10 @@ def bench(endpoint: str, tmp: str, args: argparse.Namespace) -> dict:
     register(spark)
     figures["session_start_s"] = time.perf_counter() - began
     try:
-        runs = [("cold: first query of the session, default limit (10,000 per shard)", {}),
-                ("warm: same query again", {}),
-                (f"warm, maxRecordsPerTrigger {args.big_trigger}", {"maxRecordsPerTrigger": str(args.big_trigger)})]
+        runs = [("cold: first query of the session (100,000 per shard a batch)", {}),
+                ("warm: the same query again", {}),
+                (f"warm, maxRecordsPerTrigger {args.small_trigger:,}",
+                 {"maxRecordsPerTrigger": str(args.small_trigger)})]
         figures["runs"] = []
         for i, (name, options) in enumerate(runs):
             log(f"run: {name} ...")

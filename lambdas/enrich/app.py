@@ -22,6 +22,7 @@ import boto3
 # The first segment of a page's path -> its category.
 CATEGORIES = {
     "": "home",
+    "home": "home",
     "products": "product",
     "product": "product",
     "cart": "cart",
