@@ -215,14 +215,16 @@ def newest_sequence(conn: Connection, shard_id: str) -> str | None:
         else:
             low = max(middle, found["ApproximateArrivalTimestamp"])
     tail = read_forward(conn, shard_id, None, at_time=low - PROBE_RESOLUTION_S).last
-    return tail if tail is not None else first["SequenceNumber"]
+    if tail is None:   # cannot happen unless timestamps lie; then pay for reading the whole shard
+        tail = read_forward(conn, shard_id, first["SequenceNumber"]).last
+    return tail
 
 
 class ShardRange(InputPartition):
     """One task: the records of `shard_id` after `after` (from TRIM_HORIZON if None) up to and
-    including `upto` (to the tip if None)."""
+    including `upto`."""
 
-    def __init__(self, shard_id: str, after: str | None, upto: str | None):
+    def __init__(self, shard_id: str, after: str | None, upto: str):
         super().__init__(shard_id)
         self.shard_id, self.after, self.upto = shard_id, after, upto
 
@@ -233,12 +235,12 @@ class ShardRange(InputPartition):
 def read_range(conn: Connection, part: ShardRange) -> Iterator[pa.RecordBatch]:
     """The records of a ShardRange, one Arrow batch per GetRecords page."""
     kinesis = client(conn)
-    upto = None if part.upto is None else int(part.upto)
+    upto = int(part.upto)
     iterator: str | None = shard_iterator(conn, part.shard_id, part.after)
     while iterator is not None:
         page = kinesis.get_records(ShardIterator=iterator, Limit=GET_RECORDS_LIMIT)
         records = page["Records"]
-        reached = upto is not None and bool(records) and int(records[-1]["SequenceNumber"]) >= upto
+        reached = bool(records) and int(records[-1]["SequenceNumber"]) >= upto
         if reached:
             records = [r for r in records if int(r["SequenceNumber"]) <= upto]
         if records:
@@ -258,6 +260,11 @@ def arrow_batch(records: list[dict[str, Any]], shard_id: str) -> pa.RecordBatch:
         pa.array([round(r["ApproximateArrivalTimestamp"] * 1_000_000) for r in records],
                  pa.timestamp("us", tz="UTC")),
     ], schema=ARROW_SCHEMA)
+
+
+def read_partition(conn: Connection, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    # A batch plan with no partitions gets one placeholder, InputPartition(None), from PySpark.
+    return read_range(conn, partition) if isinstance(partition, ShardRange) else iter(())
 
 
 # Offsets
@@ -337,8 +344,7 @@ class KinesimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if last is not None and last != before.get(shard_id)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ShardRange)
-        return read_range(self.conn, partition)
+        return read_partition(self.conn, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass   # the position lives in Spark's checkpoint; Kinesis keeps no consumer state
@@ -355,8 +361,7 @@ class KinesimBatchReader(DataSourceReader):
         return [ShardRange(shard_id, None, upto) for shard_id, upto in newest if upto is not None]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # A plan with no partitions gets one placeholder InputPartition(None) from PySpark.
-        return read_range(self.conn, partition) if isinstance(partition, ShardRange) else iter(())
+        return read_partition(self.conn, partition)
 
 
 class KinesimDataSource(DataSource):

@@ -224,7 +224,7 @@ class Tail:
                                    "data": r["Data"].decode("utf-8", "replace")}) for r in records]
         else:
             lines = [r["Data"].decode("utf-8", "replace").encode() for r in records]
-        self.out.write(b"\n".join(lines) + b"\n")
+        write_all(self.out, b"\n".join(lines) + b"\n")
         self.out.flush()
         self.printed += len(records)
 
@@ -241,3 +241,11 @@ class Tail:
             return ConsoleError(f"stream {self.args.stream!r} no longer exists on {self.args.endpoint_url} "
                                 f"({err.response['Error'].get('Message', '')})")
         return explain(err, self.args.endpoint_url, self.args.stream)
+
+
+def write_all(out: BinaryIO, data: bytes) -> None:
+    """Write all of `data`: a buffered write into a pipe returns short when the reader goes away
+    mid-write (the next write raises BrokenPipeError) and may when a signal arrives."""
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view):]
