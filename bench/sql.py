@@ -29,7 +29,6 @@ import shutil
 import sys
 import tempfile
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -120,7 +119,8 @@ def deliver(bucket_dir: Path, records: list[bytes]) -> dict[str, dict]:
         write_object(bucket_dir, key, body)
         total += len(body)
     stats["clicks-parquet"] = {"objects": len(objects), "bytes": total, "seconds": time.monotonic() - started}
-    log(f"  Parquet (SNAPPY): {len(objects)} objects, {total / 1e6:.1f} MB ({stats['clicks-parquet']['seconds']:.0f} s)")
+    seconds = stats["clicks-parquet"]["seconds"]
+    log(f"  Parquet (SNAPPY): {len(objects)} objects, {total / 1e6:.1f} MB ({seconds:.0f} s)")
     return stats
 
 
@@ -217,11 +217,12 @@ def print_report(args, raw: int, stats: dict, start_s: float, results: list[dict
     print(header)
     print("-" * len(header))
     for r in results:
-        print(f"{r['round']:>5}  {r['format']:<8}{r['register_s']:>11.1f}{r['query_cold_s']:>9.1f}{r['query_warm_s']:>9.1f}")
+        print(f"{r['round']:>5}  {r['format']:<8}{r['register_s']:>11.1f}{r['query_cold_s']:>9.1f}"
+              f"{r['query_warm_s']:>9.1f}")
     first = results[0]
     total = start_s + first["register_s"] + first["query_cold_s"]
-    print(f"\nA fresh process (`kinesim sql`) over the {first['format']} table, start to answer: {total:.1f} s, of which "
-          f"Spark's start-up {start_s:.1f} s ({100 * start_s / total:.0f}%). Later rows ran in a warm JVM.")
+    print(f"\nA fresh process (`kinesim sql`) over the {first['format']} table, start to answer: {total:.1f} s, "
+          f"of which Spark's start-up {start_s:.1f} s ({100 * start_s / total:.0f}%). Later rows ran in a warm JVM.")
     print("register: objects found, view tree, schema (JSON: Spark reads every record to infer it; Parquet: "
           "footers only). query / again: the GROUP BY, cold then warm.")
 

@@ -167,11 +167,14 @@ def test_put_retries_throttled_records(tmp_path_factory):
     try:
         kinesis = client_for(limited.url)
         kinesis.create_stream(StreamName="limited", ShardCount=1)
-        lines = [f"r{i}" for i in range(2500)]  # 1,000 records/s per shard: needs retries
+        # 1,000 records a second per shard: 2,100 records span three one-second windows, so most are
+        # throttled at first and the put takes at least a second.
+        lines = [f"r{i}" for i in range(2100)]
         out = kinesim("put", "limited", "--partition-key", "k", "--endpoint-url", limited.url,
                       input="\n".join(lines) + "\n")
         assert out.returncode == 0, out.stderr
-        assert "put 2500 records" in out.stderr
+        summary = SUMMARY.search(out.stderr)
+        assert summary and summary[1] == "2100" and float(summary[4]) >= 0.9, out.stderr
         records = [r for rs in read_all(kinesis, "limited").values() for r in rs]
         assert sorted(r["Data"].decode() for r in records) == sorted(lines)
     finally:
@@ -220,7 +223,8 @@ def test_tail_follows_a_split(server, kinesis, make_stream):
                  "--endpoint-url", server.url)
     try:
         before = put_numbered(kinesis, stream, keys, 10, "a-before")
-        time.sleep(0.5)
+        # Split only once the parent is being read: the tail must notice it close and go on.
+        lines = [proc.stdout.readline() for _ in before]
         kinesis.split_shard(StreamName=stream, ShardToSplit="shardId-000000000000",
                             NewStartingHashKey=str(2 ** 127))
         after = put_numbered(kinesis, stream, keys, 10, "b-after")
@@ -228,7 +232,7 @@ def test_tail_follows_a_split(server, kinesis, make_stream):
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    printed = [json.loads(line) for line in out.splitlines()]
+    printed = [json.loads(line) for line in lines + out.splitlines()]
     assert sorted(p["data"] for p in printed) == sorted(before + after)
     assert {p["shardId"] for p in printed if "before" in p["data"]} == {"shardId-000000000000"}
     assert {p["shardId"] for p in printed if "after" in p["data"]} == {"shardId-000000000001", "shardId-000000000002"}

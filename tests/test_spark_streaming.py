@@ -16,10 +16,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql import SparkSession  # noqa: E402
-
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
 
+from kinesim.analytics import spark_session  # noqa: E402
 from kinesim.analytics.streaming import KinesimStreamReader, register  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -29,12 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (SparkSession.builder.master("local[2]").appName("kinesim-tests")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = spark_session("local[2]", "kinesim-tests", **{"spark.sql.shuffle.partitions": "2"})
     register(session)
     yield session
     session.stop()
@@ -212,15 +206,16 @@ def test_pageviews_per_minute_example(server, kinesis, make_stream, tmp_path):
     clicks = []
     for i in range(90):
         minute, page = i % 3, ["/home", "/products/1", "/cart"][i % 7 % 3]
-        clicks.append((f"u-{i % 9}", json.dumps({"user_id": f"u-{i % 9}", "page": page,
-                                                  "ts": base + minute * 60 + i % 50}).encode()))
+        ts: float | str = base + minute * 60 + i % 50
+        if i % 4 == 0:   # ISO 8601, as `kinesim put --generate clickstream` writes it
+            ts = datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.123Z")
+        clicks.append((f"u-{i % 9}", json.dumps({"user_id": f"u-{i % 9}", "page": page, "ts": ts}).encode()))
         expected[datetime.fromtimestamp(base + minute * 60, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), page] += 1
     clicks.append(("u-x", b"not json"))   # skipped, not counted
     put(kinesis, stream, clicks)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "pageviews_per_minute.py"), "--stream", stream,
                            "--endpoint-url", server.url, "--available-now", "--checkpoint", str(tmp_path / "ck")],
-                          capture_output=True, text=True, timeout=110, env=env, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=110, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # Console sink rows: | minute | page | views |; in update mode a later batch may repeat a row
     # with a higher count, so keep the last.

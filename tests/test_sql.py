@@ -60,7 +60,8 @@ def delivered(server):
     fh.create_delivery_stream(DeliveryStreamName="clicks-gz", ExtendedS3DestinationConfiguration=_dest(
         Prefix="gz/", ErrorOutputPrefix="gz-errors/", CompressionFormat="GZIP", **now))
     fh.create_delivery_stream(DeliveryStreamName="clicks-parquet", ExtendedS3DestinationConfiguration=_dest(
-        Prefix="parquet/", ErrorOutputPrefix="parquet-errors/", BufferingHints={"SizeInMBs": 64, "IntervalInSeconds": 0},
+        Prefix="parquet/", ErrorOutputPrefix="parquet-errors/",
+        BufferingHints={"SizeInMBs": 64, "IntervalInSeconds": 0},
         DataFormatConversionConfiguration={
             "Enabled": True,
             "SchemaConfiguration": {"RoleARN": ROLE, "DatabaseName": "web", "TableName": "clicks"},
@@ -194,6 +195,42 @@ def test_table_option_registers_a_bucket_prefix(delivered, spark, tmp_path):
 
 
 @pytest.mark.slow
+def test_every_compression_format_reads_as_json_lines(spark, tmp_path):
+    from firehose import compression
+    from kinesim.analytics import register_tables
+    lines = [json.dumps({"page": p, "n": i}).encode() + b"\n" for i, p in enumerate(PAGES * 5)]
+    objects = {"a/hadoop.snappy": ("HADOOP_SNAPPY", lines[:10]),     # Spark's own codec
+               "b/java.snappy": ("Snappy", lines[10:15]),              # snappy-java: same extension, other format
+               "c/archive.zip": ("ZIP", lines[15:20]),
+               "d/custom.json": ("GZIP", lines[20:25]),                # gzip under a custom FileExtension
+               "e/plain": (None, [line.rstrip(b"\n") for line in lines[25:]])}   # records back to back
+    for key, (fmt, records) in objects.items():
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_bytes(compression.compress(b"".join(records), fmt))
+    catalog = register_tables(spark, streams=False, tables={"mixed": str(tmp_path)}, cache_dir=str(tmp_path / ".c"))
+    [table] = catalog.tables
+    assert (table.format, table.files, table.decompressed) == ("json", 5, 4)
+    rows = spark.sql("SELECT n, page FROM mixed ORDER BY n").collect()
+    assert [(r.n, r.page) for r in rows] == [(i, p) for i, p in enumerate(PAGES * 5)]
+
+
+@pytest.mark.slow
+def test_orc_objects_are_found_by_their_magic_bytes(spark, tmp_path):
+    from firehose import conversion
+    from kinesim.analytics import register_tables
+    orc = {"Enabled": True, "OutputFormatConfiguration": {"Serializer": {"OrcSerDe": {}}}}
+    for day, n in (("2024-05-01", 3), ("2024-05-02", 4)):
+        body, errors = conversion.convert([json.dumps({"n": i}).encode() for i in range(n)], orc)
+        assert not errors
+        (tmp_path / f"day={day}").mkdir()
+        (tmp_path / f"day={day}" / "s-1-2024-05-01-10-00-00-x.orc").write_bytes(body)
+    [table] = register_tables(spark, streams=False, tables={"events": str(tmp_path)}).tables
+    assert (table.format, table.partition_columns) == ("orc", ["day"])
+    rows = spark.sql("SELECT CAST(day AS STRING) AS day, count(*) AS c FROM events GROUP BY day ORDER BY day").collect()
+    assert [(r.day, r.c) for r in rows] == [("2024-05-01", 3), ("2024-05-02", 4)]
+
+
+@pytest.mark.slow
 def test_output_parquet_csv_json_and_table(delivered, spark, tmp_path):
     import pyarrow.parquet as pq
     query = "SELECT page, count(*) AS n FROM clicks_gz GROUP BY page ORDER BY page"
@@ -239,15 +276,23 @@ def test_shell_runs_statements_lists_tables_and_survives_errors(delivered, spark
     assert "error: [PARSE_SYNTAX_ERROR]" in err.getvalue()
 
 
-def test_health_reports_where_buckets_are(server, tmp_path_factory):
+def test_health_reports_where_buckets_are(server):
     with urllib.request.urlopen(server.url + "/_kinesim/health") as resp:
         health = json.loads(resp.read())
     assert health["s3_root"] == os.path.realpath(os.path.join(health["data_dir"], "s3"))
+
+
+@pytest.mark.slow
+def test_in_memory_server_without_delivery_streams(tmp_path_factory, spark):
     memory = start_server(tmp_path_factory, in_memory=True)
     try:
         with urllib.request.urlopen(memory.url + "/_kinesim/health") as resp:
             health = json.loads(resp.read())
-        assert health["data_dir"] is None and os.path.isdir(health["s3_root"])
+        assert health["data_dir"] is None and os.path.isdir(health["s3_root"])  # its temp directory
+        out, err = io.StringIO(), io.StringIO()
+        assert sql_cli.run(_args("--endpoint-url", memory.url, "--format", "json", "SELECT 1 AS one"), out, err) == 0
+        assert out.getvalue() == '{"one": 1}\n'
+        assert "kinesim sql: no delivery streams have delivered anything yet;" in err.getvalue()
     finally:
         memory.stop()
 

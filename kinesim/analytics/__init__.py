@@ -16,7 +16,8 @@ From the command line, ``kinesim sql "SELECT ..."`` (`sql_cli`). From Python::
   register (again: tables are snapshots) into any session; returns a `tables.Catalog`.
 
 How tables are found and read (formats, compression, partition columns, what is left out) is in
-`tables`' docstring.
+`tables`' docstring. `streaming` is the other half of analytics: a Spark source that reads a
+Kinesis stream's shards (``spark.readStream.format("kinesim")``), documented there.
 
 Reading real S3 (a real cluster, or Spark against kinesim's S3 API)
 -------------------------------------------------------------------

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterator
 
 DESCRIPTION = __doc__
 EPILOG = """\
@@ -175,9 +175,9 @@ def ascii_table(columns: list[str], rows: list[list[str]], numeric: list[bool]) 
     rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def line(values: list[str], header: bool = False) -> str:
-        return "|" + "|".join(
-            f" {v.rjust(w) if numeric[i] and not header else v.ljust(w)} " for i, (v, w) in enumerate(zip(values, widths))
-        ) + "|"
+        cells = (v.rjust(w) if numeric[i] and not header else v.ljust(w)
+                 for i, (v, w) in enumerate(zip(values, widths)))
+        return "|" + "|".join(f" {c} " for c in cells) + "|"
     return "\n".join([rule, line(columns, True), rule, *(line(r) for r in rows), rule]) + "\n"
 
 

@@ -9,12 +9,16 @@
 
 Columns: data (binary), partitionKey, sequenceNumber, shardId (strings), approximateArrivalTimestamp.
 
-Options: `stream` (name or ARN, required); `endpointUrl` (default AWS_ENDPOINT_URL, else
-http://localhost:4566); `region` (default AWS_REGION / AWS_DEFAULT_REGION, else us-east-1);
-`awsAccessKeyId` / `awsSecretKey` (default boto3's credential chain without the EC2/container
-metadata endpoints, else the dummy pair kinesim/kinesim); `startingPosition` TRIM_HORIZON (default) or LATEST, for a query without a
-checkpoint; `maxRecordsPerTrigger`: at most this many records *per shard* in one micro-batch
-(default 100,000: a micro-batch has a fixed cost of about a second, so small ones slow a catch-up).
+Options:
+  stream                  name or ARN (required)
+  endpointUrl             default AWS_ENDPOINT_URL, else http://localhost:4566
+  region                  default AWS_REGION / AWS_DEFAULT_REGION, else us-east-1
+  awsAccessKeyId,         default boto3's credential chain without the EC2/container metadata
+  awsSecretKey            endpoints, else the dummy pair kinesim/kinesim
+  startingPosition        TRIM_HORIZON (default) or LATEST: where a query without a checkpoint starts
+  maxRecordsPerTrigger    at most this many records *per shard* in one micro-batch (default
+                          100,000: a micro-batch has a fixed cost of about a second, so small ones
+                          slow a catch-up down; bench/README.md has the figures)
 
 How a micro-batch is planned (this is what makes a restart from a checkpoint exact):
 
@@ -61,7 +65,7 @@ SCHEMA = ("data binary, partitionKey string, sequenceNumber string, shardId stri
 ARROW_SCHEMA = pa.schema([("data", pa.binary()), ("partitionKey", pa.string()), ("sequenceNumber", pa.string()),
                           ("shardId", pa.string()), ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC"))])
 GET_RECORDS_LIMIT = 10000          # AWS's maximum records per GetRecords call
-DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000   # per shard; see bench/README.md for why not 10,000
+DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000   # per shard
 STARTING_POSITIONS = ("TRIM_HORIZON", "LATEST")
 # newest_sequence bisects arrival times down to this (s), in at most this many steps.
 PROBE_RESOLUTION_S = 0.01

@@ -403,7 +403,9 @@ def _needs_copy(obj: DeliveredObject) -> bool:
     name = os.path.basename(obj.path)
     if obj.kind in ("zip", "snappy"):
         return True
-    if (obj.kind == "gzip" and not name.endswith(".gz")) or (obj.kind == "hadoop-snappy" and not name.endswith(".snappy")):
+    if obj.kind == "gzip" and not name.endswith(".gz"):
+        return True  # a custom FileExtension: Spark picks codecs by extension
+    if obj.kind == "hadoop-snappy" and not name.endswith(".snappy"):
         return True
     if obj.kind == "plain" and name.endswith(_CODEC_EXTENSIONS):
         return True  # Spark would take the extension for a codec
@@ -513,8 +515,8 @@ def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, 
         df = _read(spark, root, family)
         df.createOrReplaceTempView(source.name)
     except Exception as err:  # one unreadable table must not take the others with it
-        message = getattr(err, "getMessage", lambda: str(err))() or str(err)
-        catalog.notes.append(f"{source.name}: Spark cannot read {source.location}: {message.strip().splitlines()[0]}")
+        message = (err.getMessage() if hasattr(err, "getMessage") else str(err)).strip() or type(err).__name__
+        catalog.notes.append(f"{source.name}: Spark cannot read {source.location}: {message.splitlines()[0]}")
         return None
     partition_columns = [p.split("=", 1)[0] for p in chosen[0].partitions]
     return Table(source.name, source.location, family, len(chosen), partition_columns, source.stream, copied,

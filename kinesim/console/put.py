@@ -123,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
         if sys.stdin.isatty():
             print("kinesim put: one record per line; Ctrl-D to finish", file=sys.stderr)
         source, default_field = stdin_lines(sys.stdin.buffer), None
-    key_of = keyer(args.partition_key, args.key_field or default_field, random.Random(args.seed))
+    try:
+        key_of = keyer(args.partition_key, args.key_field or default_field, random.Random(args.seed))
+    except BadInput as err:
+        return fail("put", err)
     show = sys.stderr.isatty() and (args.generate is not None or not sys.stdin.isatty())
     bar = tqdm(total=args.count, unit="rec", unit_scale=True, file=sys.stderr, disable=not show, dynamic_ncols=True)
     producer = Producer(kinesis_client(args), args.endpoint_url, args.stream, bar)
@@ -232,9 +235,9 @@ def keyer(fixed: str | None, field: str | None, rng: random.Random) -> Callable[
                                f"{data[:80].decode('utf-8', 'replace')}") from None
         value = fields.get(field) if isinstance(fields, dict) else None
         if value is None:
-            raise BadInput(f"line {number} has no field {field!r} for --key-field")
+            raise BadInput(f"record {number} has no field {field!r} for --key-field")
         key = value if isinstance(value, str) else json.dumps(value)
-        check_key(key, f"field {field!r} of line {number}")
+        check_key(key, f"field {field!r} of record {number}")
         return key
     return from_field
 
