@@ -12,14 +12,17 @@ clicks that late are no longer expected. Counts go to the console as they change
     python examples/pageviews_per_minute.py --stream clicks              # runs until Ctrl-C
     python examples/pageviews_per_minute.py --stream clicks --available-now   # what is there, then stop
 
-Restarted with the same --checkpoint directory (by default one per stream under the temp dir),
-the query goes on after the last click it processed. Needs Java 17+ (Spark).
+Each run starts from --starting-position; restarted with the same --checkpoint DIR, the query goes
+on after the last click it processed instead. Needs Java 17+ (Spark).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
 import tempfile
+import threading
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -48,13 +51,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL", "http://localhost:4566"))
     parser.add_argument("--starting-position", default="TRIM_HORIZON", choices=["TRIM_HORIZON", "LATEST"])
     parser.add_argument("--watermark", default="2 minutes", help="how late a click may arrive (default 2 minutes)")
-    parser.add_argument("--checkpoint", help="checkpoint directory (default: one per stream under the temp dir)")
+    parser.add_argument("--checkpoint", help="checkpoint directory, to resume where a previous run stopped "
+                                             "(default: a new one, removed at the end)")
     parser.add_argument("--trigger", default="10 seconds", help="micro-batch interval (default 10 seconds)")
     parser.add_argument("--available-now", action="store_true",
                         help="process the clicks in the stream now, then stop")
     args = parser.parse_args(argv)
-    checkpoint = args.checkpoint or os.path.join(tempfile.gettempdir(), "kinesim-checkpoints",
-                                                 f"pageviews-per-minute-{args.stream}")
+    checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="pageviews-per-minute-")
 
     # Local Spark with kinesim's defaults: this interpreter for the workers, UTC, quiet logs.
     spark = spark_session(app_name="pageviews-per-minute", **{"spark.sql.shuffle.partitions": "2"})
@@ -66,12 +69,19 @@ def main(argv: list[str] | None = None) -> None:
               .option("truncate", "false").option("numRows", 1000).option("checkpointLocation", checkpoint))
     writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(processingTime=args.trigger)
     query = writer.start()
+    # Ctrl-C (or SIGTERM) asks the query to stop after its current micro-batch. PySpark's own SIGINT
+    # handler would call into the JVM while this thread waits on it, so it is replaced.
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(1)
         query.stop()
     finally:
         spark.stop()
+        if not args.checkpoint:
+            shutil.rmtree(checkpoint, ignore_errors=True)
 
 
 if __name__ == "__main__":

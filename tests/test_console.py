@@ -17,7 +17,6 @@ from kinesim.console.generators import SITE, Clickstream
 from kinesim.server import free_port
 
 FIELDS = {"event_id", "user_id", "session_id", "page", "referrer", "ts", "device", "country", "duration_ms"}
-ISO_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 SUMMARY = re.compile(r"put (\d+) records? \((\d+\.\d) MB\) to (\S+) in (\d+\.\d) s: ([\d,]+) records/s")
 
 
@@ -134,7 +133,7 @@ def test_put_generate_clickstream_count_and_seed(server, kinesis, make_stream):
         event = json.loads(r["Data"])
         assert set(event) == FIELDS
         assert r["PartitionKey"] == event["user_id"]  # a user's clicks stay in order
-        assert ISO_MS.fullmatch(event["ts"]) and event["page"].startswith("/")
+        assert isinstance(event["ts"], float) and abs(event["ts"] - time.time()) < 600 and event["page"].startswith("/")
         assert isinstance(event["duration_ms"], int) and event["duration_ms"] > 0
         events.append(event)
     assert len({e["event_id"] for e in events}) == 1234
@@ -184,7 +183,11 @@ def test_put_retries_throttled_records(tmp_path_factory):
 def test_put_ctrl_c_sends_what_was_generated(server, kinesis, make_stream):
     stream = make_stream(1)
     proc = popen("put", stream, "--generate", "clickstream", "--rate", "200/s", "--endpoint-url", server.url)
-    time.sleep(2.0)
+    # Interrupt once it is producing (not while it is still starting up on a loaded machine).
+    deadline = time.time() + 30
+    while not read_all(kinesis, stream)["shardId-000000000000"] and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err

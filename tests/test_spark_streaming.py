@@ -1,13 +1,14 @@
-"""The Spark source on kinesim streams (kinesim/analytics/streaming.py), through a real server and a
-local SparkSession: batch reads, a streaming query restarted from its checkpoint across a shard
-split, LATEST, and the page-views example script."""
+"""The Spark source on kinesim streams (kinesim/analytics/streaming.py), through a real server: in a
+local SparkSession (batch reads, a streaming query restarted from its checkpoint across a shard
+split, LATEST, AvailableNow, the page-views example script as a user runs it), and the stream
+reader driven directly the way Spark calls it (a merge, AvailableNow's target, LATEST's offset)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -295,3 +296,19 @@ def test_latest_initial_offset_is_each_open_shards_newest_record(server, kinesis
     for a in acks:
         newest[a["ShardId"]] = a["SequenceNumber"]
     assert reader.initialOffset() == {"shards": dict(sorted(newest.items())), "closed": []}
+
+
+def test_a_checkpoint_of_a_deleted_and_recreated_stream_is_refused_with_the_reason(server, kinesis, make_stream):
+    stream = make_stream(1)
+    reader = KinesimStreamReader({"stream": stream, "endpointUrl": server.url})
+    put(kinesis, stream, [("k", b"first life")])
+    offset, rows = drive(reader, reader.initialOffset(), ReadAllAvailable())
+    assert len(rows) == 1
+    kinesis.delete_stream(StreamName=stream)
+    kinesis.get_waiter("stream_not_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1})
+    time.sleep(1.1)   # sequence numbers tell streams apart by their shards' creation second
+    kinesis.create_stream(StreamName=stream, ShardCount=1)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1})
+    put(kinesis, stream, [("k", b"second life")])
+    with pytest.raises(RuntimeError, match="deleted and created again.*new checkpoint location"):
+        drive(reader, offset, ReadAllAvailable())

@@ -17,8 +17,11 @@ Options:
   awsSecretKey            endpoints, else the dummy pair kinesim/kinesim
   startingPosition        TRIM_HORIZON (default) or LATEST: where a query without a checkpoint starts
   maxRecordsPerTrigger    at most this many records *per shard* in one micro-batch (default
-                          100,000: a micro-batch has a fixed cost of about a second, so small ones
-                          slow a catch-up down; bench/README.md has the figures)
+                          100,000: a micro-batch has a fixed cost of 0.3-1 s, so small ones slow a
+                          catch-up down; bench/README.md has the figures). Spark hands it back as
+                          ReadMaxRows; Trigger.Once asks for everything (ReadAllAvailable).
+
+Trigger.AvailableNow is supported: the run reads up to each shard's newest record at its start.
 
 How a micro-batch is planned (this is what makes a restart from a checkpoint exact):
 
@@ -40,6 +43,8 @@ How a micro-batch is planned (this is what makes a restart from a checkpoint exa
   number of a shard *without* reading all of it: `newest_sequence` bisects arrival times with
   AT_TIMESTAMP iterators and one-record pages, then reads the last hundredth of a second forward.
 * commit is a no-op: a raw Kinesis consumer keeps its position itself, here in Spark's checkpoint.
+  A checkpoint of a stream that was deleted and created again under the same name is refused
+  with that reason (its sequence numbers belong to the old stream).
 """
 from __future__ import annotations
 
@@ -149,7 +154,16 @@ def shard_iterator(conn: Connection, shard_id: str, after: str | None, at_time: 
         args.update(ShardIteratorType="AT_TIMESTAMP", Timestamp=datetime.fromtimestamp(at_time, timezone.utc))
     else:
         args.update(ShardIteratorType="TRIM_HORIZON")
-    return client(conn).get_shard_iterator(**args)["ShardIterator"]
+    kinesis = client(conn)
+    try:
+        return kinesis.get_shard_iterator(**args)["ShardIterator"]
+    except kinesis.exceptions.InvalidArgumentException as error:
+        if after is None:
+            raise
+        # A position from a checkpoint that another stream of the same name wrote.
+        raise RuntimeError(f"Sequence number {after} of {shard_id} is not in stream {conn.stream} (was the stream "
+                           "deleted and created again since the query's checkpoint was written?): start the query "
+                           f"with a new checkpoint location. {error}") from error
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from typing import Any
 
 SITE = "https://shop.example.com"
@@ -62,7 +61,7 @@ class Clickstream:
     """Click events on an online shop: visitors in sessions moving through a browse -> cart ->
     checkout funnel.
 
-    {"event_id", "user_id", "session_id", "page", "referrer", "ts" (ISO 8601 UTC, ms), "device",
+    {"event_id", "user_id", "session_id", "page", "referrer", "ts" (Unix time in seconds, ms precision: the schema lambdas/ expects), "device",
      "country", "duration_ms"}. With a seed every field but `ts` (the clock at generation) repeats.
     """
     key_field = "user_id"
@@ -101,8 +100,7 @@ class Clickstream:
             "session_id": session_id,
             "page": page,
             "referrer": referrer,
-            "ts": datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="milliseconds")
-                  .replace("+00:00", "Z"),
+            "ts": round(self.clock(), 3),
             "device": device,
             "country": country,
             # Time on page: log-normal, median ~ 9 s, a long tail of readers.

@@ -120,13 +120,13 @@ def run(args: argparse.Namespace) -> int:
         generator = GENERATORS[args.generate](seed=args.seed)
         source, default_field = generated(generator, args.count, args.rate), generator.key_field
     else:
-        if sys.stdin.isatty():
-            print("kinesim put: one record per line; Ctrl-D to finish", file=sys.stderr)
         source, default_field = stdin_lines(sys.stdin.buffer), None
     try:
         key_of = keyer(args.partition_key, args.key_field or default_field, random.Random(args.seed))
     except BadInput as err:
         return fail("put", err)
+    if not args.generate and sys.stdin.isatty():
+        print("kinesim put: one record per line; Ctrl-D to finish", file=sys.stderr)
     show = sys.stderr.isatty() and (args.generate is not None or not sys.stdin.isatty())
     bar = tqdm(total=args.count, unit="rec", unit_scale=True, file=sys.stderr, disable=not show, dynamic_ncols=True)
     producer = Producer(kinesis_client(args), args.endpoint_url, args.stream, bar)

@@ -95,8 +95,8 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
         tail = Tail(kinesis_client(args), args, out)
         tail.start()
         if sys.stderr.isatty() and args.follow:
-            print(f"kinesim tail: reading {args.stream} ({summary['OpenShardCount']} open shards) from "
-                  f"{args.start}; Ctrl-C to stop", file=sys.stderr)
+            print(f"kinesim tail: reading {args.stream} from {args.start} (open shards: "
+                  f"{summary['OpenShardCount']}); Ctrl-C to stop", file=sys.stderr)
         tail.run()
         return 0
     except ConsoleError as err:

@@ -8,15 +8,13 @@ import re
 import sys
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-from botocore.config import Config
 
-from .intrinsics import partition_of
-from .resources import Target
-from .stack import Deployer, StateStore, stack_name_for
 from .template import DeployError
+
+if TYPE_CHECKING:
+    from .resources import Target
 
 DEFAULT_ENDPOINT = "http://localhost:4566"
 STACK_NAME = re.compile(r"[a-zA-Z][-a-zA-Z0-9]{0,127}")
@@ -81,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
                               "satisfy constraint: Member must satisfy regular expression pattern: "
                               "[a-zA-Z][-a-zA-Z0-9]*|arn:[-a-zA-Z0-9:/._+]*")
         target = make_target(args)
+        # Imported here, not at the top: the SAM translator takes ~0.3 s to import, and every
+        # `kinesim` command builds deploy's parser.
+        from .stack import Deployer, StateStore
         deployer = Deployer(target, StateStore(args.endpoint_url))
         if args.delete:
             if not deployer.delete():
@@ -124,6 +125,12 @@ def server_settings(endpoint_url: str) -> dict[str, Any]:
 
 
 def make_target(args: argparse.Namespace) -> Target:
+    import boto3
+    from botocore.config import Config
+
+    from .intrinsics import partition_of
+    from .resources import Target
+    from .stack import stack_name_for
     health = server_settings(args.endpoint_url)
     # A kinesim server is one region: its own (in every ARN it returns) is the natural default.
     region = args.region or health.get("region") or os.environ.get("AWS_REGION") \
