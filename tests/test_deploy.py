@@ -171,7 +171,7 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
     assert "ClicksStreamArn          arn:aws:kinesis:us-east-1:000000000000:stream/clicks" in out
     assert "EnrichFunctionName       clicks-enrich" in out
     assert "ArchiveBucketName        clicks-archive" in out
-    assert "ClicksToS3Arn            arn:aws:firehose:us-east-1:000000000000:deliverystream/clicks-to-s3" in out
+    assert "ClicksToS3Arn            arn:aws:firehose:us-east-1:000000000000:deliverystream/clicks-archive" in out
 
     clicks = kinesis.describe_stream_summary(StreamName="clicks")["StreamDescriptionSummary"]
     assert clicks["OpenShardCount"] == 2 and clicks["RetentionPeriodHours"] == 24
@@ -188,11 +188,11 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
     assert validating["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert validating["MaximumRetryAttempts"] == 2
     assert bucket_exists(s3, "clicks-archive")
-    delivery = firehose.describe_delivery_stream(DeliveryStreamName="clicks-to-s3")["DeliveryStreamDescription"]
+    delivery = firehose.describe_delivery_stream(DeliveryStreamName="clicks-archive")["DeliveryStreamDescription"]
     assert delivery["DeliveryStreamStatus"] == "ACTIVE" and delivery["DeliveryStreamType"] == "KinesisStreamAsSource"
     enriched = kinesis.describe_stream_summary(StreamName="clicks-enriched")["StreamDescriptionSummary"]
     assert delivery["Source"]["KinesisStreamSourceDescription"]["KinesisStreamARN"] == enriched["StreamARN"]
-    archive = destination(firehose, "clicks-to-s3")
+    archive = destination(firehose, "clicks-archive")
     assert archive["BucketARN"] == "arn:aws:s3:::clicks-archive" and archive["CompressionFormat"] == "GZIP"
     assert archive["BufferingHints"] == {"IntervalInSeconds": 60, "SizeInMBs": 64}
     assert archive["Prefix"] == "page_category=!{partitionKeyFromQuery:page_category}/!{timestamp:yyyy/MM/dd}/"
@@ -221,7 +221,7 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
                          for k in keys).splitlines()
         assert [(c["user_id"], c["page_category"]) for c in map(json.loads, lines)] == [(user, category)]
         for key in keys:
-            assert re.fullmatch(rf"page_category={category}/\d{{4}}/\d{{2}}/\d{{2}}/clicks-to-s3-1-[-0-9a-f]+\.gz",
+            assert re.fullmatch(rf"page_category={category}/\d{{4}}/\d{{2}}/\d{{2}}/clicks-archive-1-[-0-9a-f]+\.gz",
                                 key), key
             assert key.split("/", 1)[1][:10] in days
     assert object_keys(s3, "clicks-archive", "errors/") == []
@@ -238,7 +238,7 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
     assert order.index("EnrichFunctionClicks") < order.index("EnrichFunction") < order.index("ClicksEnrichedStream")
     assert order.index("ValidateFunctionClicks") < order.index("ClicksStream")
     assert order.index("ClicksToS3") < order.index("ClicksEnrichedStream")
-    assert not delivery_stream_exists(firehose, "clicks-to-s3") and bucket_exists(s3, "clicks-archive")
+    assert not delivery_stream_exists(firehose, "clicks-archive") and bucket_exists(s3, "clicks-archive")
     state = stack_state(url, "clicks-demo")
     assert state["StackStatus"] == "DELETE_FAILED" and list(state["Resources"]) == ["ArchiveBucket"]
     assert not stream_exists(kinesis, "clicks") and not stream_exists(kinesis, "clicks-enriched")

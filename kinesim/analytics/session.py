@@ -194,4 +194,7 @@ def spark_session(master: str = "local[*]", app_name: str = "kinesim", *, log_le
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level.upper())
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # Every kinesim session reads streams too: spark.read(Stream).format("kinesim").
+    from .streaming import register
+    register(spark)
     return spark

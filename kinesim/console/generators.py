@@ -61,8 +61,9 @@ class Clickstream:
     """Click events on an online shop: visitors in sessions moving through a browse -> cart ->
     checkout funnel.
 
-    {"event_id", "user_id", "session_id", "page", "referrer", "ts" (Unix time in seconds, ms precision: the schema lambdas/ expects), "device",
-     "country", "duration_ms"}. With a seed every field but `ts` (the clock at generation) repeats.
+    {"event_id", "user_id", "session_id", "page", "referrer", "ts" (Unix time in seconds with ms, as
+    lambdas/ expects), "device", "country", "duration_ms"}. With a seed every field but `ts` (the
+    clock at generation) repeats.
     """
     key_field = "user_id"
 
