@@ -1,8 +1,8 @@
 """Page views per minute, from a stream of JSON clicks, with Spark Structured Streaming.
 
 A click is a JSON record with a `page` and its event time `ts`: Unix seconds, as the functions
-in lambdas/ expect ({"user_id": "u-42", "page": "/products/123", "ts": 1700000000}), or ISO 8601,
-as `kinesim put clicks --generate clickstream` makes them. The query counts views per page in
+in lambdas/ expect and `kinesim put clicks --generate clickstream` makes them ({"user_id": "u-42",
+"page": "/products/123", "ts": 1700000000.25}), or an ISO 8601 string. The query counts views per page in
 one-minute tumbling windows of event time; a watermark lets Spark drop a window's state once
 clicks that late are no longer expected. Counts go to the console as they change (update mode).
 
