@@ -43,7 +43,7 @@ import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
 from client import Client, KinesisError  # noqa: E402
-from peers import Server, stop_all  # noqa: E402
+from peers import Server, run_steps, stop_all  # noqa: E402
 from run import _terminate, log  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")  # kinesim-mem (--in-memory): optional, for comparison
@@ -461,7 +461,6 @@ def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
     log(f"{name}: starting")
     server = Server(name, work_dir).start()
     log(f"{name}: ready on {server.endpoint} (pid {server.pid})")
-    figs: dict = {"endpoint": server.endpoint}
     steps = []
     if name == "moto":
         steps.append(("probe", lambda t: moto_probe(t, work_dir)))
@@ -475,22 +474,10 @@ def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
         steps.append(("api", lambda t: api_workload(t, args)))
     try:
         target = Target(server)
-        for label, step in steps:
-            log(f"{name}: {label}")
-            try:
-                figs.update(step(target))
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as e:
-                log(f"{name}: {label} FAILED: {type(e).__name__}: {e}")
-                figs.setdefault("error", []).append(f"{label}: {type(e).__name__}: {e}")
-                if not server.alive():
-                    log(f"{name}: server died\n{server.log_tail()}")
-                    break
-        return figs
-    finally:
+    except BaseException:
         server.stop()
-        log(f"{name}: stopped")
+        raise
+    return run_steps(name, server, [(label, lambda step=step: step(target)) for label, step in steps], log)
 
 
 # (label, key, format, ratio: "up" = higher is better, "down" = lower is better, None = no ratio)

@@ -149,6 +149,30 @@ class Server:
             _running.remove(self)
 
 
+def run_steps(name: str, server: "Server", steps, log) -> dict:
+    """Run `(label, step)` pairs against a started server, each step returning figures; a failing
+    step is logged and recorded under "error" and the next one runs, unless the server died.
+    Stops the server at the end, also on Ctrl-C."""
+    figs: dict = {"endpoint": server.endpoint}
+    try:
+        for label, step in steps:
+            log(f"{name}: {label}")
+            try:
+                figs.update(step())
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:
+                log(f"{name}: {label} FAILED: {type(e).__name__}: {e}")
+                figs.setdefault("error", []).append(f"{label}: {type(e).__name__}: {e}")
+                if not server.alive():
+                    log(f"{name}: server died\n{server.log_tail()}")
+                    break
+        return figs
+    finally:
+        server.stop()
+        log(f"{name}: stopped")
+
+
 def stop_all() -> None:
     for server in list(reversed(_running)):
         try:

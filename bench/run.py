@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
-from peers import REPO_DIR, TARGETS, Server, stop_all  # noqa: E402
+from peers import REPO_DIR, TARGETS, Server, run_steps, stop_all  # noqa: E402
 
 KBENCH = (REPO_DIR / ".." / "shared" / "tools" / "kbench.py").resolve()
 WORKLOADS = {
@@ -99,27 +99,11 @@ def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
     ctx = wl.Ctx(server=server, seconds=args.seconds, clients=args.clients, procs=args.client_procs,
                  preload=args.preload, preload_seconds=args.preload_seconds, latency_rate=args.latency_rate,
                  latency_seconds=args.latency_seconds, log=log)
-    figs: dict = {"endpoint": server.endpoint}
-    try:
-        if args.warmup > 0:
-            log(f"{name}: warm-up {args.warmup:g}s")
-            wl.warmup(ctx, args.warmup)
-        for w in args.workloads:
-            log(f"{name}: {w}")
-            try:
-                figs.update(WORKLOADS[w](ctx))
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as e:
-                log(f"{name}: {w} FAILED: {type(e).__name__}: {e}")
-                figs.setdefault("error", []).append(f"{w}: {type(e).__name__}: {e}")
-                if not server.alive():
-                    log(f"{name}: server died\n{server.log_tail()}")
-                    break
-        return figs
-    finally:
-        server.stop()
-        log(f"{name}: stopped")
+    steps = []
+    if args.warmup > 0:
+        steps.append((f"warm-up {args.warmup:g}s", lambda: wl.warmup(ctx, args.warmup) or {}))
+    steps += [(w, lambda w=w: WORKLOADS[w](ctx)) for w in args.workloads]
+    return run_steps(name, server, steps, log)
 
 
 def run_benchmark(args: argparse.Namespace, work_dir: Path) -> int:

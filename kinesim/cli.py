@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 
@@ -60,39 +61,27 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                         "object store (credentials from the usual AWS environment/config)")
 
 
-def _deploy_parser(sub: argparse._SubParsersAction) -> None:
-    from .deploy import cli as deploy
-    deploy.configure(sub.add_parser(
-        "deploy", help="create/update/delete a stack of streams, functions and triggers from a SAM template",
-        description=deploy.DESCRIPTION, epilog=deploy.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
+# The other commands: (module, one-line help). Each module has `configure(parser)`, `run(args)`,
+# `DESCRIPTION` (else its docstring) and optionally `EPILOG`; each keeps its heavy imports inside
+# `run`, so that building every parser stays cheap.
+COMMANDS = {
+    "deploy": ("kinesim.deploy.cli",
+               "create/update/delete a stack of streams, functions and triggers from a SAM template"),
+    "logs": ("kinesim.functions.logs_cli",
+             "print a function's log (START / its output / END / REPORT), optionally following it"),
+    "put": ("kinesim.console.put",
+            "put records to a stream from stdin (one per line) or a generator, like kafka-console-producer"),
+    "tail": ("kinesim.console.tail", "print a stream's records as they arrive, like kafka-console-consumer"),
+    "sql": ("kinesim.analytics.sql_cli",
+            "Spark SQL over what Firehose delivered, each delivery stream a table (needs Java 17+)"),
+}
 
 
-def _logs_parser(sub: argparse._SubParsersAction) -> None:
-    from .functions import logs_cli
-    logs_cli.configure(sub.add_parser(
-        "logs", help="print a function's log (START / its output / END / REPORT), optionally following it",
-        description=logs_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-
-
-def _put_parser(sub: argparse._SubParsersAction) -> None:
-    from .console import put
-    put.configure(sub.add_parser(
-        "put", help="put records to a stream from stdin (one per line) or a generator, like kafka-console-producer",
-        description=put.DESCRIPTION, epilog=put.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
-
-
-def _tail_parser(sub: argparse._SubParsersAction) -> None:
-    from .console import tail
-    tail.configure(sub.add_parser(
-        "tail", help="print a stream's records as they arrive, like kafka-console-consumer",
-        description=tail.DESCRIPTION, epilog=tail.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
-
-
-def _sql_parser(sub: argparse._SubParsersAction) -> None:
-    from .analytics import sql_cli
-    sql_cli.configure(sub.add_parser(
-        "sql", help="Spark SQL over what Firehose delivered, each delivery stream a table (needs Java 17+)",
-        description=sql_cli.DESCRIPTION, epilog=sql_cli.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
+def _command_parser(sub: argparse._SubParsersAction, name: str) -> None:
+    module = importlib.import_module(COMMANDS[name][0])
+    module.configure(sub.add_parser(
+        name, help=COMMANDS[name][1], description=getattr(module, "DESCRIPTION", module.__doc__),
+        epilog=getattr(module, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,11 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
-    _deploy_parser(sub)
-    _logs_parser(sub)
-    _put_parser(sub)
-    _tail_parser(sub)
-    _sql_parser(sub)
+    for name in COMMANDS:
+        _command_parser(sub, name)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -117,17 +103,4 @@ def main(argv: list[str] | None = None) -> int:
                             stream=sys.stderr)
         serve(settings)
         return 0
-    if args.command == "deploy":
-        from .deploy import cli as deploy
-        return deploy.run(args)
-    if args.command == "put":
-        from .console import put
-        return put.run(args)
-    if args.command == "tail":
-        from .console import tail
-        return tail.run(args)
-    if args.command == "sql":
-        from .analytics import sql_cli
-        return sql_cli.run(args)
-    from .functions import logs_cli
-    return logs_cli.run(args)
+    return importlib.import_module(COMMANDS[args.command][0]).run(args)

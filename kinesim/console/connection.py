@@ -19,6 +19,14 @@ class ConsoleError(Exception):
     """A problem the user can fix; the message says how."""
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a count of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT, metavar="URL",
                         help=f"the kinesim server (default: $AWS_ENDPOINT_URL, else {DEFAULT_ENDPOINT})")

@@ -16,7 +16,8 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
-from .connection import ConsoleError, add_endpoint_args, describe_stream, explain, fail, kinesis_client
+from .connection import (ConsoleError, add_endpoint_args, describe_stream, explain, fail, kinesis_client,
+                         positive_int)
 from .generators import GENERATORS
 
 DESCRIPTION = """\
@@ -79,7 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                       help="each line is a JSON object and its FIELD is the record's partition key")
     parser.add_argument("--generate", choices=sorted(GENERATORS), metavar="GENERATOR",
                         help="put generated events instead of reading stdin: " + ", ".join(sorted(GENERATORS)))
-    parser.add_argument("--count", type=_positive_int, metavar="N",
+    parser.add_argument("--count", type=positive_int, metavar="N",
                         help="with --generate: how many events to put (default: until Ctrl-C)")
     parser.add_argument("--rate", type=_rate, metavar="R/s",
                         help="with --generate: events per second, e.g. 100 or 100/s (default: as fast as possible)")
@@ -88,13 +89,6 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "(except events' ts, the time they are generated)")
     add_endpoint_args(parser)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
-    return value
 
 
 def _rate(text: str) -> float:

@@ -13,7 +13,8 @@ from typing import Any, BinaryIO
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .connection import ConsoleError, add_endpoint_args, describe_stream, explain, fail, kinesis_client
+from .connection import (ConsoleError, add_endpoint_args, describe_stream, explain, fail, kinesis_client,
+                         positive_int)
 
 DESCRIPTION = """\
 Print the records of a Kinesis stream as they arrive: each record's data, decoded as UTF-8 (bytes
@@ -55,18 +56,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=["raw", "json"], default="raw",
                         help="raw: the data only (default); json: one object per record with its shard, "
                              "sequence number, partition key and arrival time")
-    parser.add_argument("--max", type=_positive_int, metavar="N", help="exit after printing N records")
+    parser.add_argument("--max", type=positive_int, metavar="N", help="exit after printing N records")
     parser.add_argument("--no-follow", dest="follow", action="store_false",
                         help="exit once every shard has been read up to its latest record")
     add_endpoint_args(parser)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
-    return value
 
 
 def parse_timestamp(text: str) -> datetime:
