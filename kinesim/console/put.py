@@ -6,6 +6,7 @@ import argparse
 import json
 import queue
 import random
+import signal
 import sys
 import threading
 import time
@@ -127,19 +128,20 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     error: ConsoleError | None = None
     code = 0
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, _interrupt(stop))
     try:
         try:
-            produce(source, producer, key_of, max_record)
+            produce(source, producer, key_of, max_record, stop)
         except BadInput as err:
             error = err
-        except KeyboardInterrupt:
-            pass  # Ctrl-C ends the input; what was read is still sent
         producer.flush()
     except ConsoleError as err:
         error = err
     except KeyboardInterrupt:  # a second Ctrl-C, during the last send
         code = 130
     finally:
+        signal.signal(signal.SIGINT, previous)
         bar.close()
     elapsed = time.monotonic() - started
     print(summary_line(producer.records, producer.bytes, args.stream, elapsed), file=sys.stderr)
@@ -148,10 +150,22 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _interrupt(stop: threading.Event) -> Callable[[int, Any], None]:
+    """The first Ctrl-C ends the input, but a PutRecords call in flight completes and what was read
+    is still sent, so the summary counts exactly what the stream holds; a second one stops at once."""
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+    return handler
+
+
 def produce(source: Iterator[Item | None], producer: Producer, key_of: Callable[[bytes, Any, int], str],
-            max_record: int) -> None:
+            max_record: int, stop: threading.Event | None = None) -> None:
     number = 0
     for item in source:
+        if stop is not None and stop.is_set():
+            return
         if item is IDLE:
             producer.idle()
             continue
