@@ -129,12 +129,28 @@ class Store:
         return None if row[0] is None else row[0] & ((1 << _SHIFT) - 1)
 
     def first_index_at(self, shard_uid: int, timestamp: float) -> int | None:
-        """Index of the first record that arrived at or after `timestamp`, if any."""
-        base = shard_uid << _SHIFT
-        row = self._reader().execute(
-            "SELECT min(key) FROM records WHERE key >= ? AND key < ? AND arrival >= ?",
-            (base, base + (1 << _SHIFT), timestamp)).fetchone()
-        return None if row[0] is None else row[0] & ((1 << _SHIFT) - 1)
+        """Index of the first record that arrived at or after `timestamp`, if any.
+
+        A binary search over the shard's keys, a few point reads instead of a scan: arrival times
+        never decrease within a shard (records are stamped while the stream's put lock is held)."""
+        base, end = shard_uid << _SHIFT, (shard_uid + 1) << _SHIFT
+        conn = self._reader()
+        lo, hi = conn.execute("SELECT min(key), max(key) FROM records WHERE key >= ? AND key < ?",
+                              (base, end)).fetchone()
+        if lo is None or conn.execute("SELECT arrival FROM records WHERE key = ?", (hi,)).fetchone()[0] < timestamp:
+            return None
+        # The smallest x in [lo, hi] whose next stored record (key >= x; retention may have left
+        # gaps) arrived at or after `timestamp`: a monotone predicate, true at hi.
+        def next_record(x: int) -> tuple[int, float]:
+            return conn.execute("SELECT key, arrival FROM records WHERE key >= ? ORDER BY key LIMIT 1",
+                                (x,)).fetchone()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if next_record(mid)[1] >= timestamp:
+                hi = mid
+            else:
+                lo = mid + 1
+        return next_record(lo)[0] & ((1 << _SHIFT) - 1)
 
     def delete_records(self, shard_uids: Iterable[int], before_arrival: float | None = None) -> int:
         """Delete a shard's records (all, or those that arrived before a time) and reclaim the space."""
