@@ -17,6 +17,7 @@ import random
 import string
 import time
 import zipfile
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -104,6 +105,23 @@ def error_code(err: ClientError) -> str:
     return err.response.get("Error", {}).get("Code", "")
 
 
+def unless_gone(call: Callable[[], Any]) -> Any | None:
+    """`call()`'s response, or None when the service answers that the resource does not exist."""
+    try:
+        return call()
+    except ClientError as err:
+        if error_code(err) == "ResourceNotFoundException":
+            return None
+        raise
+
+
+def delete_and_wait(delete: Callable[[], Any], describe: Callable[[], Any], what: str) -> None:
+    """Delete a resource (already gone is fine), then wait until describing it answers that it does
+    not exist: a replacement with the same name would conflict with it until then."""
+    if unless_gone(delete) is not None:
+        wait_for(lambda: unless_gone(describe), lambda found: found is None, f"deletion of {what}")
+
+
 def coerce(shape: Any, value: Any) -> Any:
     """`value` converted to the botocore shape's types, as CloudFormation converts properties to
     their schema's types: a `Ref` to a Number parameter is the string "2" and ShardCount wants 2."""
@@ -134,7 +152,9 @@ def _input_shape(client: Any, operation: str) -> Any:
     return client.meta.service_model.operation_model(operation).input_shape
 
 
-class ResourceHandler:
+class ResourceHandler(ABC):
+    """How one CloudFormation resource type is made, changed and removed through the service APIs;
+    each type's handler implements the four abstract methods."""
     type_name: ClassVar[str]
     # The property that names the resource; CloudFormation generates a name when it is absent.
     name_property: ClassVar[str | None] = None
@@ -148,8 +168,9 @@ class ResourceHandler:
     def __init__(self, target: Target):
         self.target = target
 
+    @abstractmethod
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The template's properties as they will be applied: checked, converted to the API's types."""
 
     def generate_name(self, logical_id: str) -> str:
         """The name CloudFormation gives a resource whose template names none."""
@@ -159,15 +180,18 @@ class ResourceHandler:
         """The changed properties that CloudFormation can only apply by replacing the resource."""
         return sorted(k for k in create_only_properties(self.type_name) if old.get(k) != new.get(k))
 
+    @abstractmethod
     def create(self, name: str | None, desired: dict[str, Any]) -> Applied:
-        raise NotImplementedError
+        """Make the resource; its physical id and the attributes Fn::GetAtt gives."""
 
+    @abstractmethod
     def update(self, physical_id: str, old: dict[str, Any], new: dict[str, Any],
                attributes: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """Change the resource in place from `old` to `new`; its attributes afterwards."""
 
+    @abstractmethod
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Remove the resource; one that is already gone is not an error."""
 
     def _reject_unsupported(self, properties: dict[str, Any], supported: set[str]) -> None:
         unsupported = sorted(set(properties) - supported)
@@ -274,23 +298,8 @@ class KinesisStream(ResourceHandler):
 
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:
         kinesis = self.target.kinesis
-        try:
-            kinesis.delete_stream(StreamName=physical_id, EnforceConsumerDeletion=True)
-        except ClientError as err:
-            if error_code(err) == "ResourceNotFoundException":
-                return
-            raise
-
-        def gone() -> bool:
-            try:
-                kinesis.describe_stream_summary(StreamName=physical_id)
-                return False
-            except ClientError as err:
-                if error_code(err) == "ResourceNotFoundException":
-                    return True
-                raise
-
-        wait_for(gone, bool, f"deletion of stream {physical_id}")
+        delete_and_wait(lambda: kinesis.delete_stream(StreamName=physical_id, EnforceConsumerDeletion=True),
+                        lambda: kinesis.describe_stream_summary(StreamName=physical_id), f"stream {physical_id}")
 
     def _wait_active(self, name: str) -> dict[str, Any]:
         def describe() -> dict[str, Any]:
@@ -406,11 +415,7 @@ class LambdaFunction(ResourceHandler):
         return attributes
 
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:
-        try:
-            self.target.lambda_.delete_function(FunctionName=physical_id)
-        except ClientError as err:
-            if error_code(err) != "ResourceNotFoundException":
-                raise
+        unless_gone(lambda: self.target.lambda_.delete_function(FunctionName=physical_id))
 
     def _wait(self, name: str, field: str, busy: str) -> None:
         """Wait while the function's `State` is Pending / `LastUpdateStatus` is InProgress, as
@@ -486,25 +491,12 @@ class EventSourceMapping(ResourceHandler):
         return attributes
 
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:
-        lam = self.target.lambda_
-        try:
-            lam.delete_event_source_mapping(UUID=physical_id)
-        except ClientError as err:
-            if error_code(err) == "ResourceNotFoundException":
-                return
-            raise
-
-        def state() -> str | None:
-            try:
-                return lam.get_event_source_mapping(UUID=physical_id).get("State", "Deleting")
-            except ClientError as err:
-                if error_code(err) == "ResourceNotFoundException":
-                    return None
-                raise
-
         # A mapping is Deleting for a while; a replacement for the same function and stream
         # would conflict with it until it is gone.
-        wait_for(state, lambda s: s is None, f"deletion of event source mapping {physical_id}")
+        lam = self.target.lambda_
+        delete_and_wait(lambda: lam.delete_event_source_mapping(UUID=physical_id),
+                        lambda: lam.get_event_source_mapping(UUID=physical_id),
+                        f"event source mapping {physical_id}")
 
     def _wait_stable(self, uuid: str) -> None:
         wait_for(lambda: self.target.lambda_.get_event_source_mapping(UUID=uuid),
@@ -625,23 +617,8 @@ class FirehoseDeliveryStream(ResourceHandler):
         return out
 
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:
-        try:
-            self.target.firehose.delete_delivery_stream(DeliveryStreamName=physical_id)
-        except ClientError as err:
-            if error_code(err) == "ResourceNotFoundException":
-                return
-            raise
-
-        def gone() -> bool:
-            try:
-                self._describe(physical_id)
-                return False
-            except ClientError as err:
-                if error_code(err) == "ResourceNotFoundException":
-                    return True
-                raise
-
-        wait_for(gone, bool, f"deletion of delivery stream {physical_id}")
+        delete_and_wait(lambda: self.target.firehose.delete_delivery_stream(DeliveryStreamName=physical_id),
+                        lambda: self._describe(physical_id), f"delivery stream {physical_id}")
 
     def _describe(self, name: str) -> dict[str, Any]:
         return self.target.firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]

@@ -198,6 +198,9 @@ def _extract(archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo], root: str
             # Keep execute bits (bundled binaries, bootstrap scripts); always readable by us.
             if mode & 0o777:
                 os.chmod(path, (mode & 0o755) | 0o600)
+        # What zipfile raises for a damaged or unusable archive: NotImplementedError is its answer to
+        # a compression method it lacks (e.g. an entry made with a method Python cannot read),
+        # RuntimeError to an encrypted entry; AWS answers every such package the same way.
         except (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError, UnicodeDecodeError,
                 OSError) as err:
             if isinstance(err, OSError) and not isinstance(err, (FileExistsError, IsADirectoryError, NotADirectoryError)):
