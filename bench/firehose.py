@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
-from peers import Server, stop_all  # noqa: E402
+from peers import Server, choices, stop_all  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")
 RECORD_BYTES = 1024
@@ -234,7 +234,7 @@ def end_to_end(endpoint: str, interval: int, samples: int, budget_s: float) -> d
         watcher.close()
         delete_delivery_stream(endpoint, name)
     latencies.sort()
-    ms = lambda q: None if not latencies else 1000 * wl._percentile(latencies, q)  # noqa: E731
+    ms = lambda q: None if not latencies else 1000 * wl.percentile(latencies, q)  # noqa: E731
     return {f"e2e{interval}.samples": len(latencies), f"e2e{interval}.missed": missed,
             f"e2e{interval}.p50_ms": ms(0.50), f"e2e{interval}.p99_ms": ms(0.99), f"e2e{interval}.max_ms": ms(1.0)}
 
@@ -257,16 +257,8 @@ ROWS = [  # label, key, format, better ("hi": a ratio is printed, > 1 = kinesim 
 
 
 def table(figs: dict[str, dict], targets: list[str]) -> str:
-    ratios = [(a, "moto") for a in targets if a != "moto" and "moto" in targets]
-    header = ["metric"] + targets + [f"{a}/{b}" for a, b in ratios]
-    rows = []
-    for label, key, fmt, better in ROWS:
-        cells = [label] + [report._fmt(figs[t].get(key), fmt) for t in targets]
-        for a, b in ratios:
-            r = report.ratio(figs[a].get(key), figs[b].get(key)) if better else None
-            cells.append("-" if r is None else f"{r:.2f}x")
-        rows.append(cells)
-    return report._table(header, rows)
+    pairs = [(a, "moto") for a in targets if a != "moto" and "moto" in targets]
+    return report.metrics_table(figs, targets, ROWS, pairs)
 
 
 def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
@@ -308,10 +300,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run: 1 s of PutRecordBatch, 5 samples")
     p.add_argument("--json", metavar="PATH", help="also save all figures as JSON")
     a = p.parse_args(argv)
-    a.targets = [t.strip() for t in a.targets.split(",") if t.strip()]
-    for t in a.targets:
-        if t not in TARGETS:
-            p.error(f"unknown target {t!r} (known: {', '.join(TARGETS)})")
+    a.targets = choices(p, a.targets, TARGETS, "target")
     if a.quick:
         a.seconds = 1.0
     a.samples = a.samples or (5 if a.quick else 30)

@@ -43,7 +43,7 @@ import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
 from client import Client, KinesisError  # noqa: E402
-from peers import Server, run_steps, stop_all  # noqa: E402
+from peers import Server, choices, run_steps, stop_all  # noqa: E402
 from run import _terminate, log  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")  # kinesim-mem (--in-memory): optional, for comparison
@@ -100,14 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--preload", type=int, default=200_000, help="records preloaded for the throughput run")
     p.add_argument("--api-rounds", type=int, default=20, help="rounds of control-plane calls timed per target")
     a = p.parse_args(argv)
-    a.targets = [t.strip() for t in a.targets.split(",") if t.strip()]
-    a.workloads = [w.strip() for w in a.workloads.split(",") if w.strip()]
-    for t in a.targets:
-        if t not in TARGETS:
-            p.error(f"unknown target {t!r}")
-    for w in a.workloads:
-        if w not in WORKLOADS:
-            p.error(f"unknown workload {w!r}")
+    a.targets = choices(p, a.targets, TARGETS, "target")
+    a.workloads = choices(p, a.workloads, WORKLOADS, "workload")
     if a.quick:
         a.seconds, a.preload, a.api_rounds = min(a.seconds, 2.0), min(a.preload, 20_000), min(a.api_rounds, 5)
     return a
@@ -288,8 +282,8 @@ def latency_workload(target: Target, args: argparse.Namespace, work_dir: Path, b
                 f"{key}.missing": len(sent) - got, f"{key}.dups": sum(len(ms) - 1 for ms in mine),
                 f"{key}.put_errors": put_errors, f"{key}.invocations": len(invocations),
                 f"{key}.per_invocation": got / len(invocations) if invocations else None,
-                f"{key}.p50": wl._percentile(lat, 0.50), f"{key}.p90": wl._percentile(lat, 0.90),
-                f"{key}.p99": wl._percentile(lat, 0.99), f"{key}.max": lat[-1] if lat else None,
+                f"{key}.p50": wl.percentile(lat, 0.50), f"{key}.p90": wl.percentile(lat, 0.90),
+                f"{key}.p99": wl.percentile(lat, 0.99), f"{key}.max": lat[-1] if lat else None,
                 f"{key}.server_cores": server_cpu / wall}
     finally:
         target.drop(mapping, function)
@@ -420,8 +414,8 @@ def api_workload(target: Target, args: argparse.Namespace) -> dict:
     out = {}
     for op, values in times.items():
         values.sort()
-        out[f"api.{op}.p50"] = wl._percentile(values, 0.5)
-        out[f"api.{op}.p90"] = wl._percentile(values, 0.9)
+        out[f"api.{op}.p50"] = wl.percentile(values, 0.5)
+        out[f"api.{op}.p90"] = wl.percentile(values, 0.9)
     return out
 
 
@@ -522,7 +516,7 @@ DETAIL_ROWS = [
 def derive(name: str, fig: dict) -> dict:
     """The combined cells of the tables, and n/a for what a target cannot do."""
     out = dict(fig)
-    f = lambda v, fmt="{:.2f}": report._fmt(v, fmt)  # noqa: E731
+    f = lambda v, fmt="{:.2f}": report.fmt_value(v, fmt)  # noqa: E731
     if name == "moto":
         out["runs"] = "yes" if fig.get("probe.ran") else MOTO_NEEDS_DOCKER if "probe.ran" in fig else None
         for label, key, _, _ in ROWS:
@@ -556,22 +550,12 @@ def _ratios(figs: dict[str, dict]) -> list[tuple[str, str]]:
 
 
 def main_table(figs: dict[str, dict], targets: list[str]) -> str:
-    pairs = _ratios(figs)
-    header = ["metric"] + targets + [f"{a}/{b}" for a, b in pairs]
-    rows = []
-    for label, key, fmt, better in ROWS:
-        cells = [label] + [report._fmt(figs[t].get(key), fmt) for t in targets]
-        for a, b in pairs:
-            r = report.ratio(figs[a].get(key), figs[b].get(key)) if better else None
-            cells.append("-" if r is None else f"{r:.2f}x")
-        if any(c != "-" for c in cells[1:]):
-            rows.append(cells)
-    return report._table(header, rows)
+    return report.metrics_table(figs, targets, ROWS, _ratios(figs), skip_empty=True)
 
 
 def detail_table(figs: dict[str, dict], targets: list[str]) -> str:
-    rows = [[label] + [report._fmt(figs[t].get(key), fmt) for t in targets] for label, key, fmt in DETAIL_ROWS]
-    return report._table(["detail"] + targets, [r for r in rows if any(c != "-" for c in r[1:])])
+    rows = [[label] + [report.fmt_value(figs[t].get(key), fmt) for t in targets] for label, key, fmt in DETAIL_ROWS]
+    return report.text_table(["detail"] + targets, [r for r in rows if any(c != "-" for c in r[1:])])
 
 
 def checks(figs: dict[str, dict]) -> list[dict]:
@@ -585,7 +569,7 @@ def checks(figs: dict[str, dict]) -> list[dict]:
         for batch in (100, 1):
             p50 = k.get(f"lat{batch}.p50")
             add(f"{t} put->handler p50 <= {LATENCY_TARGET_MS:g} ms (BatchSize {batch})",
-                report._fmt(p50, "{:.2f} ms"), None if p50 is None else p50 <= LATENCY_TARGET_MS)
+                report.fmt_value(p50, "{:.2f} ms"), None if p50 is None else p50 <= LATENCY_TARGET_MS)
         for batch in (100, 1):
             if f"lat{batch}.sent" in k:
                 add(f"{t} latency run (BatchSize {batch}): every record once", k[f"lat{batch}.counts"],

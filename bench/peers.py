@@ -4,6 +4,8 @@ reaches only the benchmark, which then stops them in order), each measured for C
 /proc/<pid>/stat of the whole process tree."""
 from __future__ import annotations
 
+import argparse
+
 import os
 import shutil
 import signal
@@ -147,6 +149,15 @@ class Server:
             _signal_group(self.proc.pid, signal.SIGKILL)
         if self in _running:
             _running.remove(self)
+
+
+def choices(parser: argparse.ArgumentParser, text: str, known, what: str) -> list[str]:
+    """A comma list from the command line, each item one of `known` (else the parser's error)."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if item not in known:
+            parser.error(f"unknown {what} {item!r} (known: {', '.join(known)})")
+    return items
 
 
 def run_steps(name: str, server: "Server", steps, log) -> dict:

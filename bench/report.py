@@ -70,7 +70,7 @@ def derive(fig: dict) -> dict:
         + g("lat.put_errors")
     if "lat.sent" in fig:
         out["lat.sent_seen"] = f"{fig['lat.sent']:,} / {fig['lat.seen']:,}"
-        out["lat.p90_max"] = f"{_fmt(fig.get('lat.p90'), '{:.2f}')} / {_fmt(fig.get('lat.max'), '{:.2f}')}"
+        out["lat.p90_max"] = f"{fmt_value(fig.get('lat.p90'), '{:.2f}')} / {fmt_value(fig.get('lat.max'), '{:.2f}')}"
     if "drain.records" in fig:
         out["drain.missing_extra"] = f"{fig['drain.check.missing']:,} / {fig['drain.check.extra']:,}"
     for w in PUT_WORKLOADS:
@@ -86,7 +86,7 @@ def derive(fig: dict) -> dict:
     return out
 
 
-def _fmt(v, fmt: str) -> str:
+def fmt_value(v, fmt: str) -> str:
     if v is None:
         return "-"
     try:
@@ -101,30 +101,37 @@ def ratio(a, b) -> float | None:
     return None
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def text_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
 
 
-def main_table(figs: dict[str, dict], targets: list[str]) -> str:
-    ratios = [(a, b) for a, b in RATIOS if a in targets and b in targets]
-    header = ["metric"] + targets + [f"{a}/{b}" for a, b in ratios]
-    rows = []
-    for label, key, fmt, better in ROWS:
-        cells = [label] + [_fmt(figs[t].get(key), fmt) for t in targets]
-        for a, b in ratios:
+def metrics_table(figs: dict[str, dict], targets: list[str], rows: list[tuple], pairs: list[tuple[str, str]],
+                  skip_empty: bool = False) -> str:
+    """One line per (label, key, format, better) row: each target's figure, then the ratio a/b of
+    each pair where `better` is set. `skip_empty` leaves out rows no target has a figure for."""
+    header = ["metric"] + targets + [f"{a}/{b}" for a, b in pairs]
+    lines = []
+    for label, key, fmt, better in rows:
+        cells = [label] + [fmt_value(figs[t].get(key), fmt) for t in targets]
+        for a, b in pairs:
             r = ratio(figs[a].get(key), figs[b].get(key)) if better else None
             cells.append("-" if r is None else f"{r:.2f}x")
-        rows.append(cells)
-    return _table(header, rows)
+        if not skip_empty or any(c != "-" for c in cells[1:]):
+            lines.append(cells)
+    return text_table(header, lines)
+
+
+def main_table(figs: dict[str, dict], targets: list[str]) -> str:
+    return metrics_table(figs, targets, ROWS, [(a, b) for a, b in RATIOS if a in targets and b in targets])
 
 
 def detail_table(figs: dict[str, dict], targets: list[str]) -> str:
-    rows = [[label] + [_fmt(figs[t].get(key), fmt) for t in targets] for label, key, fmt in DETAIL_ROWS]
+    rows = [[label] + [fmt_value(figs[t].get(key), fmt) for t in targets] for label, key, fmt in DETAIL_ROWS]
     rows = [r for r in rows if any(c != "-" for c in r[1:])]
-    return _table(["detail"] + targets, rows)
+    return text_table(["detail"] + targets, rows)
 
 
 def checks(figs: dict[str, dict], targets: list[str]) -> list[dict]:
@@ -145,7 +152,7 @@ def checks(figs: dict[str, dict], targets: list[str]) -> list[dict]:
     for t in ("kinesim", "kinesim-mem"):
         if t in targets:
             p50 = figs[t].get("lat.p50")
-            add(f"{t} put->visible p50 <= 2 ms", _fmt(p50, "{:.2f} ms"), None if p50 is None else p50 <= 2.0)
+            add(f"{t} put->visible p50 <= 2 ms", fmt_value(p50, "{:.2f} ms"), None if p50 is None else p50 <= 2.0)
     if "kinesim" in targets and "kinesim-mem" in targets:
         for key, what in speed + [("putN1024.rps", "PutRecords records/s (500 x 1 KiB)")]:
             r = ratio(figs["kinesim"].get(key), figs["kinesim-mem"].get(key))
@@ -161,4 +168,4 @@ def checks(figs: dict[str, dict], targets: list[str]) -> list[dict]:
 
 
 def checks_table(rows: list[dict]) -> str:
-    return _table(["target", "value", "result"], [[r["check"], r["value"], r["result"]] for r in rows])
+    return text_table(["target", "value", "result"], [[r["check"], r["value"], r["result"]] for r in rows])

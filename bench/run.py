@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
-from peers import REPO_DIR, TARGETS, Server, run_steps, stop_all  # noqa: E402
+from peers import REPO_DIR, TARGETS, Server, choices, run_steps, stop_all  # noqa: E402
 
 KBENCH = (REPO_DIR / ".." / "shared" / "tools" / "kbench.py").resolve()
 WORKLOADS = {
@@ -71,14 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kbench-path", default=str(KBENCH))
     p.add_argument("--kbench-args", default="", help="extra kbench arguments, one string")
     a = p.parse_args(argv)
-    a.targets = [t.strip() for t in a.targets.split(",") if t.strip()]
-    a.workloads = [w.strip() for w in a.workloads.split(",") if w.strip()]
-    for t in a.targets:
-        if t not in TARGETS:
-            p.error(f"unknown target {t!r}")
-    for w in a.workloads:
-        if w not in WORKLOADS:
-            p.error(f"unknown workload {w!r}")
+    a.targets = choices(p, a.targets, TARGETS, "target")
+    a.workloads = choices(p, a.workloads, WORKLOADS, "workload")
     if a.quick:
         a.seconds, a.preload, a.preload_seconds = 1.0, min(a.preload, 20_000), min(a.preload_seconds, 5.0)
         a.latency_seconds = a.latency_seconds or 2.0

@@ -412,7 +412,7 @@ def latency_consumer(endpoint: str, stream: str, shard_id: str, ready, stop, exp
     c.close()
 
 
-def _percentile(sorted_vals: list[float], q: float) -> float | None:
+def percentile(sorted_vals: list[float], q: float) -> float | None:
     if not sorted_vals:
         return None
     return sorted_vals[min(len(sorted_vals) - 1, max(0, round(q * len(sorted_vals) + 0.4999) - 1))]
@@ -446,8 +446,8 @@ def latency_workload(ctx: Ctx) -> dict:
         lat = sorted(got["latencies"])
         return {"lat.sent": sent, "lat.rate": sent / wall, "lat.seen": got["seen"], "lat.dups": got["dups"],
                 "lat.missing": sent - got["seen"], "lat.put_errors": put_errors, "lat.polls": got["polls"],
-                "lat.p50": _percentile(lat, 0.50), "lat.p90": _percentile(lat, 0.90),
-                "lat.p99": _percentile(lat, 0.99), "lat.max": lat[-1] if lat else None,
+                "lat.p50": percentile(lat, 0.50), "lat.p90": percentile(lat, 0.90),
+                "lat.p99": percentile(lat, 0.99), "lat.max": lat[-1] if lat else None,
                 "lat.server_cores": server_cpu / wall, "lat.client_cores": got["cpu"] / wall}
     finally:
         delete_stream(ctx, stream)

@@ -8,7 +8,9 @@ import pytest
 from botocore.config import Config
 
 from kinesim.config import Settings
+from kinesim.kinesis.service import KinesisService
 from kinesim.server import ServerProcess, free_port
+from kinesim.store import Store
 
 
 def client_for(url: str, service: str = "kinesis", **config):
@@ -49,3 +51,18 @@ def make_stream(kinesis):
         kinesis.create_stream(StreamName=name, ShardCount=shards)
         return name
     return make
+
+
+def make_service(path, **overrides) -> KinesisService:
+    """A Kinesis service in this process, without HTTP, on a store in `path`: for unit tests."""
+    settings = Settings(create_stream_ms=0, update_stream_ms=0, delete_stream_ms=0)
+    for k, v in overrides.items():
+        setattr(settings, k, v)
+    return KinesisService(settings, Store(str(path)))
+
+
+@pytest.fixture
+def svc(tmp_path):
+    service = make_service(tmp_path)
+    yield service
+    service.store.close()

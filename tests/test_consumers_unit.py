@@ -10,26 +10,11 @@ import time
 import pytest
 from botocore.eventstream import EventStreamBuffer
 
-from kinesim.config import Settings
-from kinesim.kinesis.service import KinesisService
 from kinesim.protocol.errors import AwsError
-from kinesim.store import Store
+
+from conftest import make_service
 
 ACCOUNT = "000000000000"
-
-
-def make_service(path, **overrides) -> KinesisService:
-    settings = Settings(create_stream_ms=0, update_stream_ms=0, delete_stream_ms=0)
-    for k, v in overrides.items():
-        setattr(settings, k, v)
-    return KinesisService(settings, Store(str(path)))
-
-
-@pytest.fixture
-def svc(tmp_path):
-    service = make_service(tmp_path)
-    yield service
-    service.store.close()
 
 
 def create_stream(svc, name="s", shards=1) -> str:

@@ -8,28 +8,14 @@ import time
 
 import pytest
 
-from kinesim.config import Settings
 from kinesim.kinesis import records, sequence, shards as shards_module
 from kinesim.kinesis.model import MAX_HASH, even_ranges
 from kinesim.kinesis.service import OPERATIONS, KinesisService
 from kinesim.protocol.errors import AwsError
-from kinesim.store import Store
+
+from conftest import make_service
 
 ACCOUNT = "000000000000"
-
-
-def make_service(path, **overrides) -> KinesisService:
-    settings = Settings(create_stream_ms=0, update_stream_ms=0, delete_stream_ms=0)
-    for k, v in overrides.items():
-        setattr(settings, k, v)
-    return KinesisService(settings, Store(str(path)))
-
-
-@pytest.fixture
-def svc(tmp_path):
-    service = make_service(tmp_path)
-    yield service
-    service.store.close()
 
 
 def call(svc: KinesisService, op: str, **params):
