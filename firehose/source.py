@@ -39,7 +39,7 @@ class KinesisSource:
         self.pending_bytes = 0
         self.per_shard: Counter[int] = Counter()   # pending records per shard uid
         self.read_pos: dict[int, int] = {}         # next index to read, per shard uid
-        doc = self.store.documents("firehose-checkpoint").get(self.name)
+        doc = self.store.document("firehose-checkpoint", self.name)
         if doc is None:
             doc = {"shards": self._latest()}
             self.store.put_document("firehose-checkpoint", self.name, doc)

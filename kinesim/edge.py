@@ -95,7 +95,8 @@ class Edge:
 
         @app.get("/_kinesim/health")
         def health():
-            return jsonify(status="running", services={"kinesis": "running", "lambda": "running"},
+            return jsonify(status="running",
+                           services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3")},
                            data_dir=None if self.settings.in_memory else self.settings.data_dir,
                            # Where buckets are plain directories (a temp one when in memory): `kinesim sql`
                            # reads delivered objects from here.
@@ -106,7 +107,7 @@ class Edge:
         # so that a redeploy against this server updates in place and `--delete` knows what to remove.
         @app.get("/_kinesim/stacks/<name>")
         def get_stack(name: str):
-            stack = self.store.documents("stack").get(name)
+            stack = self.store.document("stack", name)
             return (jsonify(stack), 200) if stack is not None else (jsonify(message=f"Stack {name} does not exist"), 404)
 
         @app.put("/_kinesim/stacks/<name>")

@@ -60,7 +60,7 @@ class Checkpoints:
         self.store.put_document(KIND, self.prefix + progress.shard_id, progress.to_doc())
 
     def load_result(self) -> str | None:
-        doc = self.store.documents(RESULT_KIND).get(self.uuid)
+        doc = self.store.document(RESULT_KIND, self.uuid)
         return doc["LastProcessingResult"] if doc else None
 
     def save_result(self, result: str) -> None:

@@ -78,6 +78,11 @@ class Store:
         rows = self._reader().execute("SELECT name, body FROM documents WHERE kind=?", (kind,))
         return {name: json.loads(body) for name, body in rows}
 
+    def document(self, kind: str, name: str) -> Any | None:
+        """One document, or None: a primary-key lookup, not a read of the whole kind."""
+        row = self._reader().execute("SELECT body FROM documents WHERE kind=? AND name=?", (kind, name)).fetchone()
+        return None if row is None else json.loads(row[0])
+
     def put_document(self, kind: str, name: str, body: Any) -> None:
         text = json.dumps(body, separators=(",", ":"))
         with self._write_lock:
