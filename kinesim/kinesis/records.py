@@ -37,9 +37,9 @@ def hash_key(record: dict[str, Any]) -> int:
 def router(stream: Stream):
     """A function from hash key to the open shard whose range holds it.
 
-    Built once per shard layout: shards are only ever added to a stream's list (resharding closes
-    parents *and* appends children; retention drops closed shards), so its length identifies the
-    layout. Callers hold the stream lock."""
+    Built once per shard layout: a stream's shard list only ever grows (resharding closes parents
+    and appends children; expired closed shards are hidden from listings, never removed), so its
+    length identifies the layout. Callers hold the stream lock."""
     layout = len(stream.shards)
     if stream.routing is None or stream.routing[0] != layout:
         shards = sorted(stream.open_shards(), key=lambda s: s.start_hash)
