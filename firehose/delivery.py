@@ -17,10 +17,14 @@ A flush (`Worker.flush`) turns a batch of records into objects (`build_objects`)
 Then every object is written; a write that fails is retried every 5 s (scaled) for the retry
 duration (DynamicPartitioningConfiguration.RetryOptions.DurationInSeconds, 300 by default; AWS's
 24 hours for S3 without dynamic partitioning), after which the object's records go to the error
-output (error-output-type `s3-failed`, a kinesim name: AWS discards them after 24 hours). If even
-that write fails it is retried until it succeeds, blocking the stream, as AWS blocks on an error
-output it cannot write. Only after all of a batch's objects are written does the source forget it
-(`commit`): the DirectPut buffer deletes the rows, a Kinesis source moves its checkpoint.
+output (error-output-type `s3-failed`, a kinesim name: AWS discards them after 24 hours); so do
+records whose partition keys make a key the object store refuses ("../x": see `keys.check_storable`
+for the prefixes refused at create time). An error output that cannot be written either (its
+bucket is gone) is retried for the same duration; then its records are dropped, logged and counted
+(`DroppedRecords`), as AWS loses data it could not deliver within its retry time: a delivery
+stream is never held forever by records it cannot write. Only after all of a batch's objects are
+written (or dropped) does the source forget it (`commit`): the DirectPut buffer deletes the rows, a
+Kinesis source moves its checkpoint.
 
 Metrics (what CloudWatch would show: DeliveryToS3.Records/Bytes/Success/DataFreshness, ...) are
 kept per worker and served by the edge at /_kinesim/firehose/<name>/metrics.
@@ -81,6 +85,7 @@ class Metrics:
     backup_records: int = 0
     backup_objects: int = 0
     error_records: int = 0
+    dropped_records: int = 0
     failed_attempts: int = 0
     last_delivery: float | None = None
     last_error: str | None = None
@@ -432,40 +437,51 @@ class Worker(threading.Thread):
             self.source.commit(batch)
 
     def flush(self, cfg: FlushConfig, batch: list[Record]) -> bool:
-        """Write every object of `batch`; False only when stopped before all were written."""
+        """Write every object of `batch`, each to its destination, else to the error output, else
+        nowhere (see the module docstring); False only when stopped before that was decided."""
         pending = build_objects(cfg, batch, self.svc.invoke, self.svc.settings.region)
         dynamic = bool((cfg.dest.get("DynamicPartitioningConfiguration") or {}).get("Enabled"))
         retry_s = (cfg.dest["DynamicPartitioningConfiguration"]["RetryOptions"]["DurationInSeconds"]
                    if dynamic else S3_RETRY_S) * self.scale
+        failed = self.write(pending, retry_s)
+        if failed is None:
+            return False
+        # Past the retry duration: what never landed goes to the error output (once).
+        pending = []
+        for obj, err, attempts in failed:
+            if obj.kind == "error":
+                pending.append(obj)
+            else:
+                docs = [(r, error_document(r, err.code, err.message, attempts)) for r in obj.records]
+                pending += error_objects(cfg, docs, S3_FAILED)
+        failed = self.write(pending, retry_s)
+        if failed is None:
+            return False
+        for obj, err, _ in failed:
+            self.note_dropped(obj, err)
+        return True
+
+    def write(self, objects: list[S3Object],
+              retry_s: float) -> list[tuple[S3Object, DeliveryError, int]] | None:
+        """Write `objects`, retrying failures every 5 s (scaled) for `retry_s`: those that were never
+        written, with their last error and the attempts made; None if stopped meanwhile."""
         started, attempts = time.monotonic(), 0
-        while pending:
+        while objects:
             attempts += 1
-            failed: list[tuple[S3Object, DeliveryError]] = []
-            for obj in pending:
+            failed: list[tuple[S3Object, DeliveryError, int]] = []
+            for obj in objects:
                 try:
                     self.writer.put(obj)
                     self.note_written(obj)
                 except DeliveryError as err:
                     self.note_error(str(err), loud=attempts == 1)
-                    failed.append((obj, err))
-            if not failed:
-                return True
-            if time.monotonic() - started >= retry_s:
-                # Past the retry duration: what never landed goes to the error output (once).
-                pending = []
-                for obj, err in failed:
-                    if obj.kind == "error":
-                        pending.append(obj)
-                    else:
-                        docs = [(r, error_document(r, err.code, err.message, attempts)) for r in obj.records]
-                        pending += error_objects(cfg, docs, S3_FAILED)
-                started = time.monotonic()
-                retry_s = float("inf")
-            else:
-                pending = [obj for obj, _ in failed]
+                    failed.append((obj, err, attempts))
+            if not failed or time.monotonic() - started >= retry_s:
+                return failed
+            objects = [obj for obj, _, _ in failed]
             if self.stopped.wait(RETRY_EVERY_S * self.scale):
-                return False
-        return True
+                return None
+        return []
 
     def note_written(self, obj: S3Object) -> None:
         m = self.metrics
@@ -480,6 +496,12 @@ class Worker(threading.Thread):
                 m.backup_objects += 1
             else:
                 m.error_records += obj.record_count
+
+    def note_dropped(self, obj: S3Object, err: DeliveryError) -> None:
+        with self.metrics.lock:
+            self.metrics.dropped_records += obj.record_count
+        log.error("firehose %s: %d record(s) dropped: neither the destination nor the error output took them "
+                  "within the retry duration (last error %s)", self.ds.name, obj.record_count, err)
 
     def note_error(self, text: str, loud: bool = True) -> None:
         m = self.metrics
@@ -506,6 +528,7 @@ class Worker(threading.Thread):
                 "BackupToS3.Records": m.backup_records,
                 "BackupToS3.ObjectCount": m.backup_objects,
                 "ErrorOutput.Records": m.error_records,
+                "DroppedRecords": m.dropped_records,
                 "FailedAttempts": m.failed_attempts,
                 "BufferedRecords": source.pending_count,
                 "BufferedBytes": source.pending_bytes,

@@ -37,6 +37,9 @@ Interface used by the delivery service:
 - ``validate_prefixes(prefix, error_prefix, dynamic_partitioning) -> None`` raises
   ``AwsError("InvalidArgumentException", <AWS's message>)`` at CreateDeliveryStream /
   UpdateDestination time.
+- ``validate_backup_prefix(prefix) -> None``: the same, for an S3 backup configuration's Prefix.
+- ``check_storable(label, template, key_problem, error_output_type=None) -> None`` raises
+  InvalidArgumentException when the keys a prefix makes cannot be stored (kinesim's rule, see there).
 - ``format_timestamp(pattern, when) -> str`` formats a Java DateTimeFormatter pattern.
 - ``expressions(text) -> list[(namespace, value)]`` lists a prefix's expressions.
 """
@@ -214,6 +217,19 @@ def validate_prefixes(prefix: str | None, error_prefix: str | None, dynamic_part
         _check_length("ErrorOutputPrefix", error_prefix, "format-conversion-failed")
 
 
+def validate_backup_prefix(prefix: str | None) -> None:
+    """Reject what a Prefix may not be, for the Prefix of an S3 backup configuration: AWS ignores
+    its ErrorOutputPrefix (s3-prefixes.html, "Semantic rules"), and its records are not partitioned,
+    so only the rules of the Prefix itself apply."""
+    _check_expression_syntax("Prefix", prefix or "")
+    found = expressions(prefix)
+    if ("firehose", "error-output-type") in found:
+        raise invalid_argument(_ERROR_TYPE_IN_PREFIX)
+    if any(ns in PARTITION_NAMESPACES for ns, _ in found):
+        raise invalid_argument(_PARTITION_WITHOUT_DP)
+    _check_length("prefix", prefix, None)
+
+
 def _check_expression_syntax(field: str, text: str) -> None:
     if "!{" in _EXPRESSION.sub("", text):
         raise invalid_argument("Invalid expression usage")
@@ -232,19 +248,41 @@ def _check_expression_syntax(field: str, text: str) -> None:
                 raise invalid_argument(invalid) from None
 
 
+_SAMPLE_TIME = datetime(2000, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+
+
+def _sample_keys(template: str | None) -> dict[str, str]:
+    # Partition key values are unknown at create time: each is taken as "x" (so an evaluated
+    # length is a lower bound).
+    return {name: "x" for ns, name in expressions(template) if ns in PARTITION_NAMESPACES}
+
+
+def _sample(template: str | None, error_output_type: str | None) -> str:
+    """The template evaluated as at create time."""
+    return evaluate_prefix(template, _SAMPLE_TIME, error_output_type=error_output_type,
+                           partition_keys=_sample_keys(template), random=lambda: "x" * 36)
+
+
 def _check_length(label: str, template: str | None, error_output_type: str | None) -> None:
-    # Partition key values are unknown at create time: each counts as one character, so
-    # this is a lower bound of the evaluated length.
-    sample = {name: "x" for ns, name in expressions(template) if ns in PARTITION_NAMESPACES}
-    evaluated = evaluate_prefix(
-        template,
-        datetime(2000, 12, 31, 23, 59, 59, tzinfo=timezone.utc),
-        error_output_type=error_output_type,
-        partition_keys=sample,
-        random=lambda: "x" * 36,
-    )
-    if len(evaluated) > MAX_EVALUATED_PREFIX_LENGTH:
+    if len(_sample(template, error_output_type)) > MAX_EVALUATED_PREFIX_LENGTH:
         raise invalid_argument(f"Length of evaluated {label} cannot be greater than {MAX_EVALUATED_PREFIX_LENGTH}")
+
+
+def check_storable(label: str, template: str | None, key_problem: Callable[[str], str | None],
+                   error_output_type: str | None = None) -> None:
+    """Refuse a prefix whose object keys the object store cannot hold (`key_problem(key)`: why not,
+    or None).
+
+    kinesim's rule, not AWS's: S3 keys may hold "..", "//" or a leading "/", and AWS accepts such
+    a prefix; kinesim keeps each object as a file in its bucket's directory and refuses those keys,
+    so every delivery under that prefix would fail. Refused here, at CreateDeliveryStream /
+    UpdateDestination, instead. Partition key values are checked when records are delivered.
+    """
+    key = object_key(template, "stream", 1, _SAMPLE_TIME, error_output_type=error_output_type,
+                     partition_keys=_sample_keys(template), random=lambda: "x" * 36)
+    problem = key_problem(key)
+    if problem:
+        raise invalid_argument(f"{label} {template!r} makes object keys kinesim cannot store. {problem}")
 
 
 # ------------------------------------------------- Java DateTimeFormatter pattern formatting

@@ -103,7 +103,11 @@ def check_destination(svc: FirehoseService, dest: dict[str, Any]) -> None:
     keys.validate_prefixes(dest.get("Prefix"), dest.get("ErrorOutputPrefix"), dynamic)
     if dest.get("S3BackupMode") == "Enabled" and "S3BackupDescription" not in dest:
         raise invalid_argument("S3BackupConfiguration must be specified when S3BackupMode is Enabled.")
+    if "S3BackupDescription" in dest:
+        keys.validate_backup_prefix(dest["S3BackupDescription"].get("Prefix"))
     partitioning.validate_processing(dest.get("Prefix"), dest.get("ProcessingConfiguration"), dynamic)
+    if svc.objects is not None:
+        _check_storable(svc.objects.key_problem, dest)
     zone = dest.get("CustomTimeZone")
     if zone:
         try:
@@ -113,6 +117,17 @@ def check_destination(svc: FirehoseService, dest: dict[str, Any]) -> None:
     conversion = dest.get("DataFormatConversionConfiguration")
     if _enabled(conversion) and dest.get("CompressionFormat") != "UNCOMPRESSED":
         raise invalid_argument("CompressionFormat must be UNCOMPRESSED when DataFormatConversion is enabled.")
+
+
+def _check_storable(key_problem: Any, dest: dict[str, Any]) -> None:
+    """Prefixes whose keys kinesim's object store could never hold (see `keys.check_storable`)."""
+    prefix = dest.get("Prefix")
+    keys.check_storable("Prefix", prefix, key_problem)
+    keys.check_storable("ErrorOutputPrefix", keys.error_prefix_template(prefix, dest.get("ErrorOutputPrefix")),
+                        key_problem, error_output_type=keys.ERROR_OUTPUT_TYPES[0])
+    backup = dest.get("S3BackupDescription")
+    if backup is not None:
+        keys.check_storable("S3BackupConfiguration.Prefix", backup.get("Prefix"), key_problem)
 
 
 def _one_destination(p: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:

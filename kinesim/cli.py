@@ -4,7 +4,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import signal
 import sys
+import threading
 
 from .config import Settings
 
@@ -25,7 +28,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
         description="Run the kinesim server in the foreground until Ctrl-C / SIGTERM. Data written to "
                     "--data-dir survives restarts and crashes: every acknowledged write is committed first.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--host", default=d.host, help="address to listen on")
+    p.add_argument("--host", default=d.host,
+                   help="address to listen on; anything but a loopback address lets other machines run code "
+                        "here: use --verify-signatures then")
     p.add_argument("--port", type=int, default=d.port, help="port to listen on (4566 is the usual local AWS port)")
     p.add_argument("--data-dir", default=d.data_dir, help="where streams and records are stored")
     p.add_argument("--in-memory", action="store_true", help="keep nothing after exit (no --data-dir)")
@@ -53,9 +58,26 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--subscription-heartbeat", type=float, default=d.subscription_heartbeat_s,
                    dest="subscription_heartbeat_s",
                    help="longest gap in seconds between a subscription's events, records or not")
+    p.add_argument("--request-threads", type=int, default=d.request_threads,
+                   help="threads serving requests, made as needed; an open SubscribeToShard or a slow upload "
+                        "holds one while it lasts")
+    p.add_argument("--max-subscriptions", type=int, default=d.max_subscriptions,
+                   help="SubscribeToShard calls open at once (more get LimitExceededException), so that "
+                        "threads stay free for short calls")
     p.add_argument("--firehose-interval-scale", type=float, default=d.firehose_interval_scale,
                    help="multiply Firehose buffering intervals and retry durations by this (0.01: a 60 s "
                         "buffer flushes after 0.6 s); for tests")
+    p.add_argument("--cors-origins", nargs="+", default=[], metavar="ORIGIN",
+                   help="web origins (e.g. https://app.example:8443) whose pages may call kinesim, besides pages "
+                        "served from this machine (localhost, 127.0.0.1); '*' allows every site")
+    p.add_argument("--allowed-hosts", nargs="+", default=[], metavar="NAME",
+                   help="host names clients may reach kinesim by, besides localhost and IP addresses (requests "
+                        "naming another host are refused: DNS rebinding); '.example' allows its subdomains")
+    p.add_argument("--verify-signatures", action="store_true",
+                   help="check SigV4 signatures as AWS does, against --credential (else the AWS_ACCESS_KEY_ID / "
+                        "AWS_SECRET_ACCESS_KEY of kinesim's environment); by default any credentials work")
+    p.add_argument("--credential", action="append", default=[], dest="credentials", metavar="KEY_ID:SECRET",
+                   help="an access key id and its secret accepted by --verify-signatures (repeatable)")
     p.add_argument("--firehose-s3-endpoint", default=d.firehose_s3_endpoint,
                    help="S3 endpoint URL that Firehose writes to for buckets not found in kinesim's own "
                         "object store (credentials from the usual AWS environment/config)")
@@ -63,7 +85,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
 
 # The other commands: (module, one-line help). Each module has `configure(parser)`, `run(args)`,
 # `DESCRIPTION` (else its docstring) and optionally `EPILOG`; each keeps its heavy imports inside
-# `run`, so that building every parser stays cheap.
+# `run`, so that building every parser stays cheap. `run` is called with Ctrl-C raising
+# KeyboardInterrupt, unless the module sets `HANDLES_CTRL_C = True`: then an early Ctrl-C still
+# ends the process at once (see `main`) until `run` installs handling of its own.
 COMMANDS = {
     "deploy": ("kinesim.deploy.cli",
                "create/update/delete a stack of streams, functions and triggers from a SAM template"),
@@ -84,7 +108,40 @@ def _command_parser(sub: argparse._SubParsersAction, name: str) -> None:
         epilog=getattr(module, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
+def _exit_at_once(signum: int, frame: object) -> None:
+    # Not an exception: CPython prints and drops one raised while a weakref callback or __del__
+    # runs (the import machinery's module locks use them), and the command would carry on as if
+    # Ctrl-C had never been pressed. Nothing has been printed or sent yet: nothing is lost.
+    os._exit(130)
+
+
 def main(argv: list[str] | None = None) -> int:
+    # First of all: a Ctrl-C that comes before the command has taken it over (while boto3 imports
+    # on a busy machine, or while the stream is looked up) ends the command quietly with 130, the
+    # status shells give a process stopped by Ctrl-C, not with a KeyboardInterrupt traceback.
+    # Commands whose normal end is a Ctrl-C (tail, logs --follow, put's first one) handle it
+    # themselves and exit as they document. Left alone: a SIGINT that is ignored (`nohup`, a
+    # background job) and a caller's own handler, as when main runs inside another program.
+    take_over = (threading.current_thread() is threading.main_thread()
+                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if take_over:
+        signal.signal(signal.SIGINT, _exit_at_once)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if take_over:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _ctrl_c_raises() -> None:
+    """Give a command Python's KeyboardInterrupt on Ctrl-C, if main took Ctrl-C over."""
+    if signal.getsignal(signal.SIGINT) is _exit_at_once:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="kinesim", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -101,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(**opts)
         logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                             stream=sys.stderr)
+        _ctrl_c_raises()
         serve(settings)
         return 0
-    return importlib.import_module(COMMANDS[args.command][0]).run(args)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    if not getattr(module, "HANDLES_CTRL_C", False):
+        _ctrl_c_raises()
+    return module.run(args)

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+class SettingsError(ValueError):
+    """Settings that cannot work together, explained in the user's terms."""
 
 
 @dataclass
@@ -34,12 +38,29 @@ class Settings:
     # its events (records or empty ones); settable so tests can see both end.
     subscription_s: float = 300.0
     subscription_heartbeat_s: float = 5.0
+    # Threads that serve requests (made as needed, up to this many). A request holds one while it
+    # runs: an open SubscribeToShard for up to five minutes, a slow upload while it trickles in.
+    request_threads: int = 1024
+    # SubscribeToShard calls open at once; past it LimitExceededException, so that at least
+    # `request_threads - max_subscriptions` threads stay for everything else.
+    max_subscriptions: int = 768
     # Firehose: multiplies BufferingHints.IntervalInSeconds (and retry durations) so tests can see
     # a 60 s buffer flush in 0.6 s (0.01). 1.0 is AWS's timing.
     firehose_interval_scale: float = 1.0
     # Firehose: an S3 endpoint (e.g. http://localhost:9000) that receives deliveries to buckets
     # that do not exist in kinesim's own object store. AWS has no such field; None: local only.
     firehose_s3_endpoint: str | None = None
+
+    # Web pages allowed to call the server besides this machine's own (`http://localhost:*` and
+    # the like); "*" allows every origin. See kinesim/guard.py.
+    cors_origins: list[str] = field(default_factory=list)
+    # Host names the server may be reached by besides localhost and IP addresses (DNS rebinding
+    # defence); a name starting with "." allows its subdomains, "*" allows any.
+    allowed_hosts: list[str] = field(default_factory=list)
+    # Check SigV4 signatures against `credentials` ("ACCESS_KEY_ID:SECRET" strings) instead of
+    # taking any well-formed credentials, as AWS does: for servers other machines can reach.
+    verify_signatures: bool = False
+    credentials: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import logging
 import os
@@ -16,15 +17,17 @@ import re
 import uuid
 from typing import Any, Callable, Iterable
 
+import orjson
 from flask import Flask, abort, jsonify, request, send_file
 
 from firehose.service import FirehoseService
 
-from .config import Settings
+from .config import Settings, SettingsError
 from .functions.service import LambdaService
+from .guard import Refusal, RequestGuard
 from .kinesis.retention import Sweeper
 from .kinesis.service import KinesisService
-from .protocol import auth, codec
+from .protocol import auth, codec, sigv4
 from .protocol.errors import AwsError
 from .protocol.rest import RestApp
 from .s3.api import S3App, is_s3_request
@@ -40,6 +43,7 @@ JSON_TYPES = ("application/x-amz-json-1.1", "application/json")
 CBOR_TYPE = "application/x-amz-cbor-1.1"
 
 
+_CORS_SIMPLE_TYPES = re.compile(r"\s*(text/plain|application/x-www-form-urlencoded|multipart/form-data)\b", re.I)
 _REQUEST_ID_PREFIX = str(uuid.uuid4())[:24]
 _request_counter = itertools.count(1)
 
@@ -73,6 +77,8 @@ class Edge:
         self.services[self.firehose.target_prefix] = self.firehose
         self.firehose.start()  # resumes delivery of what was buffered before a restart
         self.flask = self._flask_app()
+        self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
+        self.verifier = sigv4.Verifier(_secrets(settings)) if settings.verify_signatures else None
         self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
         self.sweeper.start()
 
@@ -95,13 +101,15 @@ class Edge:
 
         @app.get("/_kinesim/health")
         def health():
-            return jsonify(status="running",
-                           services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3")},
-                           data_dir=None if self.settings.in_memory else self.settings.data_dir,
-                           # Where buckets are plain directories (a temp one when in memory): `kinesim sql`
-                           # reads delivered objects from here.
-                           s3_root=self.objects.root,
-                           region=self.settings.region, account_id=self.settings.account_id)
+            doc = dict(status="running", services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3")},
+                       region=self.settings.region, account_id=self.settings.account_id)
+            if _is_loopback(request.remote_addr):
+                # Where buckets are plain directories (a temp one when in memory): `kinesim sql` on
+                # this machine reads delivered objects from there. Other machines have no use for
+                # the paths and are not told them.
+                doc.update(data_dir=None if self.settings.in_memory else self.settings.data_dir,
+                           s3_root=self.objects.root)
+            return jsonify(doc)
 
         # Deployed stacks' state (`kinesim deploy`): what each template created, kept with the data
         # so that a redeploy against this server updates in place and `--delete` knows what to remove.
@@ -112,10 +120,13 @@ class Edge:
 
         @app.put("/_kinesim/stacks/<name>")
         def put_stack(name: str):
-            body = request.get_json(silent=True)
-            if not isinstance(body, dict):
-                return jsonify(message="A stack is a JSON object"), 400
-            self.store.put_document("stack", name, body)
+            try:
+                body = orjson.loads(request.get_data())
+                if not isinstance(body, dict):
+                    return jsonify(message="A stack is a JSON object"), 400
+                self.store.put_document("stack", name, body)
+            except (orjson.JSONDecodeError, RecursionError):  # json's encoder stops at ~1000 levels
+                return jsonify(message="A stack is a JSON object (nested less than 1000 levels deep)"), 400
             return jsonify(body)
 
         @app.delete("/_kinesim/stacks/<name>")
@@ -151,14 +162,64 @@ class Edge:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         if "HTTP_X_AMZ_TARGET" in environ:
+            app = None  # the JSON protocols (Kinesis, Firehose): the data plane's hot path
+        elif self.lambda_rest.accepts(environ):
+            app = self.lambda_rest
+        elif is_s3_request(environ):
+            app = self.s3
+        elif environ.get("REQUEST_METHOD") != "POST":
+            app = self.flask
+        else:
+            app = None
+        try:
+            origin = self.guard.check(environ)
+        except Refusal as refusal:
+            return self._refuse(AwsError("AccessDeniedException", refusal.message, 403), environ, start_response, app)
+        if origin is not None:
+            if self.guard.is_preflight(environ):
+                return self.guard.preflight(environ, origin, start_response)
+            start_response = self.guard.with_cors(origin, start_response)
+        if self.verifier is not None:
+            refused = self._verify(environ, app)
+            if refused is not None:
+                return self._refuse(refused, environ, start_response, app)
+        if app is None:
             return self.json_protocol(environ, start_response)
-        if self.lambda_rest.accepts(environ):
-            return self.lambda_rest(environ, start_response)
-        if is_s3_request(environ):
-            return self.s3(environ, start_response)
-        if environ.get("REQUEST_METHOD") != "POST":
-            return self.flask(environ, start_response)
-        return self.json_protocol(environ, start_response)
+        if app is not self.flask and environ.get("REQUEST_METHOD") == "POST" \
+                and _CORS_SIMPLE_TYPES.match(environ.get("CONTENT_TYPE", "")):
+            # The body types a web page may send anywhere without asking first. No AWS SDK sends
+            # them to Lambda or to S3's POST operations (their bodies are JSON or XML, or a blob
+            # without a type), so a call that carries one is refused rather than run.
+            err = AwsError("UnsupportedMediaTypeException",
+                           f"Content-Type {environ['CONTENT_TYPE']!r} is not one this API takes.", 415)
+            return self._refuse(err, environ, start_response, app)
+        return app(environ, start_response)
+
+    def _verify(self, environ: dict[str, Any], app: Any) -> AwsError | None:
+        """--verify-signatures: AWS's answer to a request not signed with a configured secret.
+        kinesim's own routes have no signature to check: only this machine may use them (its
+        command-line tools do), and anyone may ask whether the server is up."""
+        if app is self.flask:
+            if environ.get("PATH_INFO") == "/_kinesim/health" or _is_loopback(environ.get("REMOTE_ADDR")):
+                return None
+            return AwsError("AccessDeniedException", "kinesim's own routes answer this machine only when "
+                                                     "--verify-signatures is on", 403)
+        family = "json" if app is None else "s3" if app is self.s3 else "lambda"
+        return sigv4.verify_request(self.verifier, environ, family)
+
+    def _refuse(self, err: AwsError, environ: dict[str, Any], start_response: Callable,
+                app: Any = None) -> Iterable[bytes]:
+        """Answer a request the server will not serve, before any service sees it (in the shape of
+        the service it was meant for, when known)."""
+        log.warning("refused %s %s: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), err.message)
+        if app is self.s3 and err.code in ("AccessDeniedException", "UnsupportedMediaTypeException"):
+            err = AwsError("AccessDenied", err.message, 403)  # S3's one code for a refused request
+        if app is self.lambda_rest or app is self.s3:
+            status_line, headers, body = app.error_answer(err, environ)
+        else:
+            status_line, headers, body = self._error(err, environ)
+        headers = headers + [("x-amzn-RequestId", request_id()), ("Content-Length", str(len(body)))]
+        return _answer_unread(environ, start_response, status_line, headers, body)
 
     def json_protocol(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         try:
@@ -173,6 +234,8 @@ class Edge:
             start_response(status, headers + [("Content-Type", body.content_type)])
             return body.chunks
         headers.append(("Content-Length", str(len(body))))
+        if environ.get(_UNREAD):
+            return _answer_unread(environ, start_response, status, headers, body)
         start_response(status, headers)
         return [body]
 
@@ -187,12 +250,21 @@ class Edge:
         return _status_line(status), list(headers.items()), body
 
     def _dispatch(self, environ: dict[str, Any]) -> tuple[str, list, Any]:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise AwsError("SerializationException", "Invalid Content-Length header") from None
         if length > MAX_REQUEST_BYTES:
-            raise AwsError("SerializationException", f"Request must be smaller than {MAX_REQUEST_BYTES} bytes", 413)
-        body = environ["wsgi.input"].read(length) if length else environ["wsgi.input"].read()
-        if len(body) > MAX_REQUEST_BYTES:
-            raise AwsError("SerializationException", f"Request must be smaller than {MAX_REQUEST_BYTES} bytes", 413)
+            raise _too_large(environ)
+        stream = environ["wsgi.input"]
+        if length:
+            body = stream.read(length)
+        elif environ.get("wsgi.input_terminated"):  # chunked: no length given
+            body = stream.read(MAX_REQUEST_BYTES + 1)
+            if len(body) > MAX_REQUEST_BYTES:
+                raise _too_large(environ)
+        else:
+            body = b""
         if environ.get("REQUEST_METHOD") != "POST":
             raise AwsError("AccessDeniedException", "Unable to determine service/operation name to be authorized", 403)
         prefix, _, op = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
@@ -216,6 +288,79 @@ class Edge:
         out, content_type = codec.encode_response(
             result, fmt, service.validator.output_timestamp_members(op) if fmt == "cbor" else frozenset())
         return "200 OK", [("Content-Type", content_type)], out
+
+
+# A request answered without its body being read (an error) reads and drops it after the answer
+# is sent, up to this size; past it the connection is closed instead (reading gigabytes to be
+# polite is not worth it).
+DRAIN_LIMIT = 64 * 1024 * 1024
+_DRAIN_CHUNK = 1024 * 1024
+_UNREAD = "kinesim.body_unread"
+
+
+def _secrets(settings: Settings) -> dict[str, str]:
+    """The credentials --verify-signatures accepts: --credential, else kinesim's own AWS environment."""
+    try:
+        secrets = sigv4.parse_credentials(settings.credentials)
+    except ValueError as err:
+        raise SettingsError(f"--credential: {err}") from None
+    if not secrets and os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
+        secrets[os.environ["AWS_ACCESS_KEY_ID"]] = os.environ["AWS_SECRET_ACCESS_KEY"]
+    if not secrets:
+        raise SettingsError("--verify-signatures needs the credentials to accept: --credential KEY_ID:SECRET, "
+                            "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in kinesim's environment")
+    return secrets
+
+
+def _is_loopback(address: str | None) -> bool:
+    try:
+        return address is not None and ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+class _ThenDrain:
+    """A response body that, once sent, reads and drops what is left of the request body. Both
+    kinds of client then get the answer: one that waits for it before sending its body, and one
+    that writes its whole request first (which would see a reset connection if the server closed
+    with the body unread). The server calls `close` after the answer has gone out."""
+
+    def __init__(self, environ: dict[str, Any], body: bytes):
+        self.environ, self.parts = environ, iter((body,))
+
+    def __iter__(self) -> "_ThenDrain":
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self.parts)
+
+    def close(self) -> None:
+        stream, read = self.environ["wsgi.input"], 0
+        try:
+            while read <= DRAIN_LIMIT and (chunk := stream.read(_DRAIN_CHUNK)):
+                read += len(chunk)
+        except (OSError, ValueError, RuntimeError):  # the client went away
+            pass
+
+
+def _answer_unread(environ: dict[str, Any], start_response: Callable, status: str, headers: list,
+                   body: bytes) -> Iterable[bytes]:
+    """Send an answer to a request whose body was not read: drained afterwards, or, when it is
+    announced larger than DRAIN_LIMIT, the connection is closed."""
+    try:
+        announced = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        announced = DRAIN_LIMIT + 1
+    if announced > DRAIN_LIMIT:
+        start_response(status, headers + [("Connection", "close")])
+        return [body]
+    start_response(status, headers)
+    return _ThenDrain(environ, body)
+
+
+def _too_large(environ: dict[str, Any]) -> AwsError:
+    environ[_UNREAD] = True
+    return AwsError("SerializationException", f"Request must be smaller than {MAX_REQUEST_BYTES} bytes", 413)
 
 
 class _Headers:

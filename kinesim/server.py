@@ -12,7 +12,7 @@ import time
 import urllib.request
 from typing import Any
 
-from .config import Settings
+from .config import Settings, SettingsError
 from .edge import Edge
 
 log = logging.getLogger("kinesim")
@@ -30,18 +30,37 @@ def serve(settings: Settings) -> None:
         def _check_gil(self) -> None:
             pass
 
-    edge = Edge(settings)
+    warn_if_exposed(settings)
+    try:
+        edge = Edge(settings)
+    except SettingsError as err:
+        raise SystemExit(f"kinesim: {err}") from None
     log.info("kinesim listening on http://%s:%d (data: %s)", settings.host, settings.port,
              "in memory" if settings.in_memory else os.path.abspath(settings.data_dir))
     server = OneProcessServer(
         "kinesim.edge:Edge", address=settings.host, port=settings.port, interface=Interfaces.WSGI,
         http=HTTPModes.auto, workers=1, log_enabled=settings.log_level == "debug",
-        blocking_threads=64)
+        # Threads are started as requests need them and end after 30 s idle: a thousand cost
+        # nothing until held requests (subscriptions, slow uploads) ask for them.
+        blocking_threads=settings.request_threads, backpressure=settings.request_threads)
     try:
         server.serve(target_loader=lambda *a, **k: edge, wrap_loader=False)
     finally:
         edge.close()
         log.info("kinesim stopped")
+
+
+def warn_if_exposed(settings: Settings) -> None:
+    """Say so when other machines can reach a server that runs whatever code it is sent."""
+    if settings.host in ("127.0.0.1", "localhost", "::1") or settings.host.startswith("127."):
+        return
+    if settings.verify_signatures:
+        log.warning("listening on %s: other machines can reach kinesim; only requests signed with the "
+                    "configured credentials are served", settings.host)
+        return
+    log.warning("listening on %s: ANY machine that reaches this address can create and run functions "
+                "(code execution on this machine) and read or delete all data, with any credentials. "
+                "Use --host 127.0.0.1, or --verify-signatures with --credential KEY_ID:SECRET.", settings.host)
 
 
 def free_port() -> int:
@@ -85,7 +104,15 @@ class ServerProcess:
                "--retention-sweep", str(s.retention_sweep_s), "--retention-hour", str(s.retention_hour_s),
                "--subscription-lifetime", str(s.subscription_s),
                "--subscription-heartbeat", str(s.subscription_heartbeat_s),
+               "--request-threads", str(s.request_threads), "--max-subscriptions", str(s.max_subscriptions),
                "--firehose-interval-scale", str(s.firehose_interval_scale)]
+        for flag, values in (("--cors-origins", s.cors_origins), ("--allowed-hosts", s.allowed_hosts)):
+            if values:
+                cmd += [flag, *values]
+        if s.verify_signatures:
+            cmd.append("--verify-signatures")
+        for credential in s.credentials:
+            cmd += ["--credential", credential]
         if s.firehose_s3_endpoint:
             cmd += ["--firehose-s3-endpoint", s.firehose_s3_endpoint]
         if s.in_memory:

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import io
+import queue
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import zipfile
@@ -51,21 +53,34 @@ def test_logs_prints_the_invocation(server, function):
     assert "Duration: " in lines[report] and "Memory Size: 128 MB" in lines[report]
 
 
+def lines_until_report(lines: queue.Queue, timeout: float = 60.0) -> list[str]:
+    """What a follower prints up to and including the next REPORT line."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not (seen and seen[-1].startswith("REPORT RequestId: ")):
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no REPORT line within {timeout} s: {seen}") from None
+        assert line, f"the follower exited: {seen}"
+        seen.append(line)
+    return seen
+
+
 def test_logs_follow_shows_new_invocations(server, function):
     lam, name = function
+    lam.invoke(FunctionName=name, Payload=b'{"who": "earlier"}')
     proc = subprocess.Popen([sys.executable, "-m", "kinesim", "logs", name, "--follow", "--endpoint-url", server.url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(proc.stdout.readline, "")] + [lines.put("")],
+                     daemon=True).start()
     try:
-        time.sleep(1.0)  # the follower is polling before the invocation happens
+        # Once the earlier invocation is printed, the follower is polling: the next one is new to it.
+        assert "hello from earlier\n" in lines_until_report(lines)
         lam.invoke(FunctionName=name, Payload=b'{"who": "later"}')
-        deadline = time.time() + 20
-        seen = []
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            seen.append(line)
-            if line.startswith("REPORT RequestId: "):
-                break
-        assert "hello from later\n" in seen and seen[-1].startswith("REPORT RequestId: ")
+        seen = lines_until_report(lines)
+        assert "hello from later\n" in seen and "hello from earlier\n" not in seen
         assert sum(1 for line in seen if line.startswith("START ")) == 1  # each line printed once
     finally:
         proc.terminate()

@@ -184,7 +184,7 @@ def test_put_ctrl_c_sends_what_was_generated(server, kinesis, make_stream):
     stream = make_stream(1)
     proc = popen("put", stream, "--generate", "clickstream", "--rate", "200/s", "--endpoint-url", server.url)
     # Interrupt once it is producing (not while it is still starting up on a loaded machine).
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while not read_all(kinesis, stream)["shardId-000000000000"] and time.time() < deadline:
         time.sleep(0.2)
     time.sleep(0.5)
@@ -261,10 +261,10 @@ def test_tail_latest_prints_only_records_put_after_it_started(server, kinesis, m
     put_numbered(kinesis, stream, ["old"], 5, "old")
     proc = popen("tail", stream, "--max", "1", "--endpoint-url", server.url)
     try:
-        for i in range(100):  # until it has started and printed one
+        deadline, i = time.monotonic() + 120, 0
+        while proc.poll() is None and time.monotonic() < deadline:  # until it has started and printed one
             kinesis.put_record(StreamName=stream, Data=f"new {i}".encode(), PartitionKey="new")
-            if proc.poll() is not None:
-                break
+            i += 1
             time.sleep(0.2)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -293,14 +293,54 @@ def test_tail_prints_data_that_is_not_utf8_with_replacement(server, kinesis, mak
     assert out.stdout == "caf\ufffd \ufffd ok\n"
 
 
-def test_tail_ctrl_c_exits_cleanly(server, make_stream):
+def test_tail_ctrl_c_exits_cleanly(server, kinesis, make_stream):
     stream = make_stream(1)
-    proc = popen("tail", stream, "--endpoint-url", server.url)
-    time.sleep(1.5)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    kinesis.put_record(StreamName=stream, Data=b"first", PartitionKey="k")
+    proc = popen("tail", stream, "--from", "TRIM_HORIZON", "--endpoint-url", server.url)
+    try:
+        first = proc.stdout.readline()  # printed: it is following the stream now
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert first == "first\n", err
     assert proc.returncode == 0
     assert err == "" and out == ""
+
+
+# Ctrl-C at a chosen moment of the start-up, wherever a loaded machine makes it arrive: the signal
+# is sent from inside the process (os.kill is delivered before it returns), so the moment is exact.
+EARLY_CTRL_C = """
+import builtins, os, signal, sys
+moment = sys.argv.pop(1)
+if moment == "importing":  # while boto3 imports (main imports the commands' modules)
+    real_import = builtins.__import__
+    def interrupting_import(name, *args, **kwargs):
+        if name == "boto3":
+            builtins.__import__ = real_import
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_import(name, *args, **kwargs)
+    builtins.__import__ = interrupting_import
+else:  # while the stream is looked up, before the command has taken Ctrl-C over
+    import importlib
+    command = importlib.import_module("kinesim.console." + sys.argv[1])
+    real_describe = command.describe_stream
+    def interrupting_describe(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_describe(*args, **kwargs)
+    command.describe_stream = interrupting_describe
+from kinesim.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("moment", ["importing", "looking up the stream"])
+@pytest.mark.parametrize("command", ["tail", "put"])
+def test_an_early_ctrl_c_exits_130_quietly(server, make_stream, command, moment):
+    stream = make_stream(1)
+    out = subprocess.run([sys.executable, "-c", EARLY_CTRL_C, moment, command, stream, "--endpoint-url",
+                          server.url], input="never sent\n", capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr, out.stdout) == (130, "", "")
 
 
 def test_tail_into_a_closed_pipe_exits_quietly(server, kinesis, make_stream):
@@ -341,5 +381,6 @@ def test_help_explains_with_examples(command, capsys):
     with pytest.raises(SystemExit) as exit:
         main([command, "--help"])
     assert exit.value.code == 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as main found it
     text = capsys.readouterr().out
     assert "examples:" in text and f"kinesim {command} clicks" in text and "--endpoint-url" in text

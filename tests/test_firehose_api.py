@@ -374,7 +374,9 @@ def test_buffering_by_interval_and_zero_interval(firehose, s3):
     start = time.monotonic()
     firehose.put_record_batch(DeliveryStreamName=n, Records=[{"Data": f"{i}\n".encode()} for i in range(10)])
     time.sleep(0.4)
-    assert keys_in(s3, b) == []
+    early = keys_in(s3, b)
+    if time.monotonic() - start < 0.9:  # (a busy machine may have slept past the interval)
+        assert early == []
     [key] = wait_for(lambda: keys_in(s3, b))
     assert 0.9 <= time.monotonic() - start < 5
     assert body(s3, b, key) == b"".join(f"{i}\n".encode() for i in range(10))

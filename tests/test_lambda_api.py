@@ -557,7 +557,7 @@ def test_event_source_mapping_invokes_function(lambda_client, kinesis, make_stre
         record = json.loads(event_line.split("got ", 1)[1])["Records"][0]
         assert base64.b64decode(record["kinesis"]["data"]) == b'{"before": 1}'
         assert record["eventSourceARN"] == stream_arn(stream)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while lambda_client.get_event_source_mapping(UUID=out["UUID"])["LastProcessingResult"] != "OK":
             assert time.monotonic() < deadline
             time.sleep(0.1)

@@ -77,7 +77,7 @@ def stream_arn(name: str) -> str:
     return f"arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{name}"
 
 
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition", step: float = 0.02):
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition", step: float = 0.02):
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

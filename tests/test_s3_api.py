@@ -732,7 +732,9 @@ def test_reader_never_sees_partial_object(s3, bucket, server):
         for _ in range(3):
             s3.put_object(Bucket=bucket, Key="atomic", Body=new)
             s3.put_object(Bucket=bucket, Key="atomic", Body=old)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 60  # until each reader has read a whole object at least once
+        while not (set(http_reads) & digests and set(file_reads) & digests) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         stop.set()
         for t in threads:

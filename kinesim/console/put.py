@@ -52,6 +52,9 @@ examples:
   kinesim put clicks --generate clickstream --count 1000 --seed 42  # the same events each run
 """
 
+# `run` installs its Ctrl-C handling (`_interrupt`) once it is ready to send; an earlier Ctrl-C
+# exits 130 (see kinesim/cli.py).
+HANDLES_CTRL_C = True
 MAX_BATCH_RECORDS = 500
 MAX_BATCH_BYTES = 5 << 20  # data and partition keys, as PutRecords counts them
 MAX_KEY_CHARS = 256

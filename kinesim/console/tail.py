@@ -3,12 +3,15 @@ every shard as they arrive, following resharding."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
@@ -40,6 +43,9 @@ examples:
   kinesim tail clicks --format json | jq -r .partitionKey
 """
 
+# Ctrl-C ends a tail that is reading with status 0 (`run` installs that); an earlier one exits 130
+# (see kinesim/cli.py).
+HANDLES_CTRL_C = True
 POLL_INTERVAL_S = 0.2  # AWS allows 5 GetRecords calls a second per shard
 THROTTLED_BACKOFF_S = 1.0
 MAX_RECORDS_PER_CALL = 10_000
@@ -88,10 +94,11 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
         summary = describe_stream(args, args.stream)
         tail = Tail(kinesis_client(args), args, out)
         tail.start()
-        if sys.stderr.isatty() and args.follow:
-            print(f"kinesim tail: reading {args.stream} from {args.start} (open shards: "
-                  f"{summary['OpenShardCount']}); Ctrl-C to stop", file=sys.stderr)
-        tail.run()
+        with _ctrl_c_stops():
+            if sys.stderr.isatty() and args.follow:
+                print(f"kinesim tail: reading {args.stream} from {args.start} (open shards: "
+                      f"{summary['OpenShardCount']}); Ctrl-C to stop", file=sys.stderr)
+            tail.run()
         return 0
     except ConsoleError as err:
         return fail("tail", err)
@@ -102,6 +109,21 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
         # does not fail again, and leave quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops() -> Iterator[None]:
+    """Meanwhile Ctrl-C raises KeyboardInterrupt, which `run` turns into a quiet exit (unless SIGINT
+    is ignored, as under `nohup`)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass

@@ -14,6 +14,8 @@ line followed by a raw body.
 Log events are sent as they are written, so what a handler printed before a crash is kept. The
 handler's stdout and stderr never carry protocol data: `sys.stdout`/`sys.stderr` become event
 streams, and file descriptors 1 and 2 (subprocesses, C code) point at a pipe this worker reads.
+Before any event is sent, what is already in that pipe is sent first: output keeps the order it was
+written in, as on AWS, where a `print` and a subprocess's `echo` go into the same stdout pipe.
 """
 from __future__ import annotations
 
@@ -86,13 +88,16 @@ class Channel:
         return unpack(self._conn.recv_bytes())
 
 
+Emit = Callable[[list[list]], None]  # sends log events ([[epoch ms, text], ...])
+
+
 class LineSink(io.RawIOBase):
     """A binary stream whose every complete line becomes one log event, as the Lambda platform
     does with a runtime's output. A partial line waits for its end or for `flush_partial`."""
 
-    def __init__(self, channel: Channel, fd: int):
+    def __init__(self, emit: Emit, fd: int):
         super().__init__()
-        self._channel = channel
+        self._emit = emit
         self._fd = fd
         self._partial = b""
         self._lock = threading.Lock()
@@ -113,13 +118,13 @@ class LineSink(io.RawIOBase):
             self._partial = lines.pop()
             if lines:
                 ts = _now_ms()
-                self._channel.log([[ts, line.decode("utf-8", "replace") + "\n"] for line in lines])
+                self._emit([[ts, line.decode("utf-8", "replace") + "\n"] for line in lines])
         return len(data)
 
     def flush_partial(self) -> None:
         with self._lock:
             if self._partial:
-                self._channel.log([[_now_ms(), self._partial.decode("utf-8", "replace")]])
+                self._emit([[_now_ms(), self._partial.decode("utf-8", "replace")]])
                 self._partial = b""
 
 
@@ -157,18 +162,26 @@ class FdCapture:
 
 
 class Output:
-    """Everything a handler can print to, turned into log events."""
+    """Everything a handler can print to, turned into log events in the order it was written."""
 
     def __init__(self, channel: Channel):
-        self.fd_sink = LineSink(channel, 1)
+        self._channel = channel
+        self.fd_sink = LineSink(channel.log, 1)
         self.fds = FdCapture(self.fd_sink)
-        self.stdout = LineSink(channel, 1)
-        self.stderr = LineSink(channel, 2)
+        self.stdout = LineSink(self.log, 1)
+        self.stderr = LineSink(self.log, 2)
         # write_through: nothing waits in a buffer, as with AWS's unbuffered stdout and stderr
         sys.stdout = io.TextIOWrapper(self.stdout, encoding="utf-8", errors="backslashreplace",
                                       write_through=True)
         sys.stderr = io.TextIOWrapper(self.stderr, encoding="utf-8", errors="backslashreplace",
                                       write_through=True)
+
+    def log(self, events: list[list]) -> None:
+        """Send events written by this process (print, logging, context.log, the runtime's own),
+        after what is already in the fd 1/2 pipe: a subprocess that has returned, or C code that has
+        written, wrote before them. The capture thread alone would race with them."""
+        self.fds.drain()
+        self._channel.log(events)
 
     def flush(self) -> None:
         """At the end of an invocation: what it printed belongs to it, even without a newline."""
@@ -191,20 +204,20 @@ class _RequestIdFilter(logging.Filter):
 class _LambdaLogHandler(logging.Handler):
     """One log event per record, multi-line records included (AWS's telemetry log sink)."""
 
-    def __init__(self, channel: Channel):
+    def __init__(self, send: Emit):
         super().__init__()
-        self._channel = channel
+        self.send = send
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self._channel.log([[_now_ms(), self.format(record)]])
+            self.send([[_now_ms(), self.format(record)]])
         except Exception:
             self.handleError(record)
 
 
-def setup_logging(channel: Channel) -> None:
+def setup_logging(send: Emit) -> None:
     logging.Formatter.converter = time.gmtime
-    handler = _LambdaLogHandler(channel)
+    handler = _LambdaLogHandler(send)
     handler.setFormatter(logging.Formatter(
         "[%(levelname)s]\t%(asctime)s.%(msecs)03dZ\t%(aws_request_id)s\t%(message)s\n", "%Y-%m-%dT%H:%M:%S"))
     handler.addFilter(_RequestIdFilter())
@@ -278,7 +291,7 @@ class LambdaContext:
     def log(self, msg: Any) -> None:
         for handler in logging.getLogger().handlers:
             if isinstance(handler, _LambdaLogHandler):
-                handler._channel.log([[_now_ms(), str(msg)]])
+                handler.send([[_now_ms(), str(msg)]])
                 return
         sys.stdout.write(str(msg))
 
@@ -395,7 +408,7 @@ class Worker:
     def __init__(self, channel: Channel):
         self.channel = channel
         self.output = Output(channel)
-        setup_logging(channel)
+        setup_logging(self.output.log)
 
     def init(self) -> Callable:
         """Import the handler; on failure report the error as AWS does and exit with status 1."""
@@ -405,7 +418,7 @@ class Worker:
             error = (make_error(e.message, e.error_type, e.trace, None) if isinstance(e, Fault)
                      else error_from_exception(e, None))
         logging.warning(_UNHANDLED_WARNING)
-        self.channel.log([[_now_ms(), error_log_text(error)]])
+        self.output.log([[_now_ms(), error_log_text(error)]])
         self.output.flush()
         self.channel.send({"t": "init", "error": error["errorType"], "rss_kb": _rss_kb()}, to_json(error))
         raise SystemExit(1)
@@ -425,7 +438,7 @@ class Worker:
             error = error_from_exception(e, request_id)
         elapsed_ms = (time.perf_counter() - start) * 1000
         if error is not None:
-            self.channel.log([[_now_ms(), error_log_text(error)]])
+            self.output.log([[_now_ms(), error_log_text(error)]])
             result = to_json(error)
         self.output.flush()
         self.channel.send({"t": "done", "error": error and error["errorType"], "ms": elapsed_ms,

@@ -52,26 +52,29 @@ def settle(svc: KinesisService, stream: Stream) -> None:
     if not any(c.ready_at and now >= c.ready_at for c in stream.consumers.values()):
         return
     with stream.lock:
-        changed = False
+        gone = []
         for consumer in list(stream.consumers.values()):
             if not consumer.ready_at or now < consumer.ready_at:
                 continue
-            changed = True
             consumer.ready_at = 0.0
             if consumer.status == "DELETING":
-                _forget(svc, stream, consumer)
+                gone.append(consumer)
             else:
                 consumer.status = "ACTIVE"
-        if changed:
-            svc.save(stream)
+        _save_without(svc, stream, gone)
 
 
-def _forget(svc: KinesisService, stream: Stream, consumer: Consumer) -> None:
-    """Remove a consumer and what hangs off it (its resource policy). Caller holds stream.lock."""
-    if stream.consumers.get(consumer.name) is consumer:
-        del stream.consumers[consumer.name]
-    if svc.policies.pop(consumer.arn, None) is not None:
-        svc.store.delete_document("policy", consumer.arn)
+def _save_without(svc: KinesisService, stream: Stream, gone: list[Consumer]) -> None:
+    """Save the stream without these consumers, then drop their resource policies: in that order,
+    a kill -9 in between leaves an orphan policy, which loading removes, never a live consumer
+    without its policy. Caller holds stream.lock."""
+    for consumer in gone:
+        if stream.consumers.get(consumer.name) is consumer:
+            del stream.consumers[consumer.name]
+    svc.save(stream)
+    for consumer in gone:
+        if svc.policies.pop(consumer.arn, None) is not None:
+            svc.store.delete_document("policy", consumer.arn)
 
 
 def _consumer_not_found(svc: KinesisService, what: str) -> Exception:
@@ -172,9 +175,7 @@ def deregister_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[s
         delay = svc.settings.update_stream_ms
         if delay > 0:
             consumer.status, consumer.ready_at = "DELETING", time.time() + delay / 1000.0
-        else:
-            _forget(svc, stream, consumer)
-        svc.save(stream)
+        _save_without(svc, stream, [] if delay > 0 else [consumer])
     _wake_subscribers(stream)
     return {}
 
@@ -230,11 +231,18 @@ class _Subscriptions:
         self.lock = threading.Lock()
         self.active: dict[tuple[str, int], tuple[object, float]] = {}
 
-    def claim(self, key: tuple[str, int], owner: object, until: float) -> bool:
+    def claim(self, key: tuple[str, int], owner: object, until: float, limit: int) -> bool:
         with self.lock:
             held = self.active.get(key)
             if held is not None and held[1] > time.monotonic():
                 return False
+            if held is None and len(self.active) >= limit:
+                # Each open subscription holds one of the server's request threads for up to five
+                # minutes: past this many, short calls would have none left (a KCL application on
+                # a stream of hundreds of shards).
+                raise limit_exceeded(
+                    f"Too many SubscribeToShard calls open at once: this kinesim server holds at most {limit} "
+                    "(start it with a larger --max-subscriptions).")
             self.active[key] = (owner, until)
             return True
 
@@ -285,7 +293,8 @@ class Subscription:
         self.key = (consumer.arn, shard.uid)
         self.lifetime = lifetime(svc)
         self.stopped = threading.Event()
-        if not _subscriptions(svc).claim(self.key, self, time.monotonic() + self.lifetime + heartbeat(svc)):
+        if not _subscriptions(svc).claim(self.key, self, time.monotonic() + self.lifetime + heartbeat(svc),
+                                         svc.settings.max_subscriptions):
             raise in_use(f"Another active subscription exists for this consumer: {svc.account}:{stream.name}:"
                          f"{shard.shard_id}:{consumer.name}")
         self._events = self._generate()

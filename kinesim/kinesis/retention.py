@@ -1,4 +1,5 @@
-"""Retention: records older than the stream's retention period are deleted and their space reclaimed.
+"""Retention: records older than the stream's retention period are deleted (the store then gives
+their space back to the OS).
 
 Reads already hide expired records (they filter on arrival time), so this sweep only frees storage.
 """
@@ -19,7 +20,10 @@ def sweep(svc: KinesisService) -> int:
         with stream.lock:
             # Record the next indexes first: they must outlive the records that proved them.
             svc.save(stream)
-            deleted += svc.store.delete_records([s.uid for s in stream.shards], before_arrival=horizon)
+            shard_uids = [s.uid for s in stream.shards]
+        # Outside the stream's lock, so puts to the stream go on while a large backlog is deleted:
+        # a record put from now on arrives after `horizon` and is not touched.
+        deleted += svc.store.delete_records(shard_uids, before_arrival=horizon)
     if deleted:
         log.info("retention: deleted %d expired records", deleted)
     return deleted

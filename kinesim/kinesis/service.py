@@ -5,6 +5,7 @@ Each operation is a plain function `(service, params) -> response dict` register
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -20,6 +21,11 @@ from .throughput import Meter
 
 OPERATIONS = Operations()
 operation = OPERATIONS.register
+# The "meta" document that keeps the next shard uid: a uid is never given out twice, not even
+# across restarts (iterators and checkpoints name a shard by its uid).
+UID_COUNTER = "next-shard-uid"
+
+log = logging.getLogger("kinesim.kinesis")
 
 
 class KinesisService(JsonService):
@@ -44,14 +50,15 @@ class KinesisService(JsonService):
             for shard in stream.shards:
                 shard.next_index = max(shard.next_index, (store.last_index(shard.uid) or 0) + 1)
             self.streams[stream.name] = stream
-        self._next_uid = 1 + max((s.uid for st in self.streams.values() for s in st.shards), default=0)
         meta = store.documents("meta")
+        self._next_uid = self._saved_next_uid = meta.get(UID_COUNTER, 1)
         self.iterator_key: bytes = bytes.fromhex(meta["iterator-key"]) if "iterator-key" in meta else os.urandom(32)
         if "iterator-key" not in meta:
             store.put_document("meta", "iterator-key", self.iterator_key.hex())
         self.account_settings: dict[str, Any] = meta.get("account-settings", {})
         self.policies: dict[str, str] = store.documents("policy")
         self.meter = Meter()
+        self._finish_interrupted_drops()
 
     # identity
 
@@ -145,16 +152,29 @@ class KinesisService(JsonService):
 
     # persistence
 
+    def add(self, stream: Stream) -> None:
+        """Make a new stream known; the caller holds `self.lock`. Its document is written before
+        the stream can be found, so no put racing CreateStream is acknowledged into shards that a
+        kill -9 would leave in no document."""
+        self._save_uid_counter()
+        self.store.put_document("stream", stream.name, stream.to_doc())
+        self.streams[stream.name] = stream
+
     def save(self, stream: Stream) -> None:
         """Write the stream's document; the caller holds `stream.lock`. A stream dropped since the
         caller looked it up (drop also runs under its lock) is not written back to life."""
         if self.streams.get(stream.name) is stream:
+            self._save_uid_counter()
             self.store.put_document("stream", stream.name, stream.to_doc())
 
     def drop(self, stream: Stream) -> None:
         """Forget a deleted stream: its records, its consumers (kept in its document) and the
         resource policies of both, so that a stream created later under its name (same ARN)
-        starts with none of them."""
+        starts with none of them.
+
+        Document, policies, records: each goes in transactions of its own. After a kill -9 part
+        way, the stream is gone and the next start deletes what is left of it
+        (`_finish_interrupted_drops`)."""
         with self.lock:
             if self.streams.get(stream.name) is stream:
                 del self.streams[stream.name]
@@ -168,10 +188,45 @@ class KinesisService(JsonService):
                     shard.appended.notify_all()
 
     def new_shard_uid(self) -> int:
+        """A uid for a new shard. Durable once a document names it (see `_save_uid_counter`)."""
         with self._uid_lock:
             uid = self._next_uid
             self._next_uid += 1
             return uid
+
+    def _save_uid_counter(self) -> None:
+        """Store the uid counter if uids were given out since it was last stored. Called before
+        any document naming a new uid is written, so that no later run hands that uid out again:
+        the highest uids may belong to a stream deleted since, whose iterators and checkpoints
+        must not apply to a new shard. One small write per CreateStream or reshard."""
+        with self._uid_lock:
+            if self._next_uid > self._saved_next_uid:
+                self.store.put_document("meta", UID_COUNTER, self._next_uid)
+                self._saved_next_uid = self._next_uid
+
+    def _finish_interrupted_drops(self) -> None:
+        """At load: delete the records and resource policies that belong to no stream, left by a
+        kill -9 inside `drop` (the stream's document goes first).
+
+        The uid counter is first floored above the uids of those records and stored: a database
+        written before the counter was kept has no other trace of them once they are deleted, and
+        without the floor a new shard would take a uid that still has records (and fail its first
+        put on their keys)."""
+        live = {shard.uid for stream in self.streams.values() for shard in stream.shards}
+        with_records = self.store.shard_uids_with_records()
+        with self._uid_lock:
+            self._next_uid = max(self._next_uid, 1 + max(live.union(with_records), default=0))
+        self._save_uid_counter()
+        orphans = [uid for uid in with_records if uid not in live]
+        if orphans:
+            deleted = self.store.delete_records(orphans)
+            log.warning("deleted %d records left by %d shards of streams whose deletion was interrupted",
+                        deleted, len(orphans))
+        resources = {stream.arn for stream in self.streams.values()}
+        resources.update(c.arn for stream in self.streams.values() for c in stream.consumers.values())
+        for arn in [arn for arn in self.policies if arn not in resources]:
+            self.store.delete_document("policy", arn)
+            del self.policies[arn]
 
     def save_meta(self, name: str, body: Any) -> None:
         self.store.put_document("meta", name, body)

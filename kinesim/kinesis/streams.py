@@ -11,6 +11,7 @@ from .service import KinesisService, operation
 
 ON_DEMAND_SHARDS = 4          # shards an on-demand stream starts with
 ON_DEMAND_STREAM_LIMIT = 50   # AWS's default on-demand streams per account
+MAX_WARM_MIBPS = 10 * 1024    # "By default, you cannot ... scale to more than 10 GiBps for an on-demand stream"
 ALL_METRICS = ["IncomingBytes", "IncomingRecords", "OutgoingBytes", "OutgoingRecords",
                "WriteProvisionedThroughputExceeded", "ReadProvisionedThroughputExceeded",
                "IteratorAgeMilliseconds"]
@@ -37,6 +38,9 @@ def create_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         count = p["ShardCount"]
     else:
         count = p.get("ShardCount", ON_DEMAND_SHARDS)
+    warm = p.get("WarmThroughputMiBps")
+    if warm is not None:
+        check_warm_throughput(warm)
     tags = dict(p.get("Tags") or {})
     if tags:  # AddTagsToStream's checks, before anything exists
         from .tags import check_new_tags
@@ -54,12 +58,11 @@ def create_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         stream = Stream(name=name, arn=svc.stream_arn(name), created=now, mode=mode,
                         tags=tags,
                         max_record_size_kib=p.get("MaxRecordSizeInKiB", 1024),
-                        warm_throughput_mibps=p.get("WarmThroughputMiBps"))
+                        warm_throughput_mibps=warm)
         stream.shards = [Shard(uid=svc.new_shard_uid(), index=i, start_hash=lo, end_hash=hi, created=int(now))
                          for i, (lo, hi) in enumerate(even_ranges(count))]
         svc.begin(stream, "CREATING", svc.settings.create_stream_ms)
-        svc.streams[name] = stream
-        svc.save(stream)
+        svc.add(stream)
     return {}
 
 
@@ -291,8 +294,25 @@ def update_max_record_size(svc: KinesisService, p: dict[str, Any]) -> dict[str, 
     return {}
 
 
+def check_warm_throughput(mibps: int) -> None:
+    """AWS's default limit on warm throughput, checked before anything is stored.
+
+    The model bounds WarmThroughputMiBps below only (min 0); the operation's documentation lists
+    "scale to more than 10 GiBps" among what its default limits forbid. Like UpdateShardCount's
+    default limits, a breach is a LimitExceededException; the wording is ours (AWS's is not
+    recorded anywhere public)."""
+    if mibps > MAX_WARM_MIBPS:
+        raise limit_exceeded(f"Warm throughput cannot be greater than {MAX_WARM_MIBPS} MiBps for an on-demand "
+                             f"stream. Requested warm throughput: {mibps} MiBps.")
+
+
 def warm_throughput(stream: Stream) -> dict[str, int]:
-    target = stream.warm_throughput_mibps or 0
+    # Versions before the limit check stored any number (2^64 made every later DescribeStreamSummary
+    # fail, even across restarts): a stored value is read as the nearest one AWS allows.
+    target = stream.warm_throughput_mibps
+    if isinstance(target, bool) or not isinstance(target, int):
+        target = 0
+    target = min(max(target, 0), MAX_WARM_MIBPS)
     return {"TargetMiBps": target, "CurrentMiBps": target}
 
 
@@ -303,6 +323,7 @@ def update_warm_throughput(svc: KinesisService, p: dict[str, Any]) -> dict[str, 
         raise invalid_argument(
             f"Warm throughput can only be configured for streams in ON_DEMAND mode. Stream {stream.name} "
             f"under account {svc.account} is in PROVISIONED mode.")
+    check_warm_throughput(p["WarmThroughputMiBps"])
     with stream.lock:
         stream.warm_throughput_mibps = p["WarmThroughputMiBps"]
         svc.save(stream)

@@ -110,7 +110,33 @@ def _tag1_as_datetime(value: Any, immutable: bool = False) -> datetime:
     return datetime.fromtimestamp(seconds, timezone.utc)
 
 
-_SEMANTIC = {1: _tag1_as_datetime}
+# A JSON number no double can hold (past ~1.8e308) is a SerializationException (orjson refuses it),
+# which bounds every integer reaching the services to 309 digits. CBOR bignums (tag 2, and tag 3 for
+# -1 - n) have no such bound: a 5,000-byte one became an int whose text Python refuses to write
+# (its 4,300-digit limit), a 500 while wording the error. They get the JSON path's bound. A double
+# holds no integer of more than 1024 bits (128 bytes): longer payloads are refused unread.
+_MAX_BIGNUM_BYTES = 128
+
+
+def _bignum(negative: bool):
+    def decode(payload: Any, immutable: bool = False) -> int:
+        if not isinstance(payload, bytes):
+            raise ValueError("a bignum's content is a byte string")
+        payload = payload.lstrip(b"\0")
+        if len(payload) > _MAX_BIGNUM_BYTES:
+            raise ValueError("bignum out of range")
+        value = int.from_bytes(payload, "big")
+        if negative:
+            value = -1 - value
+        try:
+            float(value)
+        except OverflowError:
+            raise ValueError("bignum out of range") from None
+        return value
+    return decode
+
+
+_SEMANTIC = {1: _tag1_as_datetime, 2: _bignum(False), 3: _bignum(True)}
 try:
     cbor2.loads(b"\xc1\x00", semantic_decoders=_SEMANTIC)
     _CBOR_LOAD_OPTIONS: dict[str, Any] = {"semantic_decoders": _SEMANTIC}

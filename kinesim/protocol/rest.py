@@ -381,6 +381,11 @@ class RestApp:
         start_response(f"{status} {_reason(status)}", headers)
         return [body]
 
+    def error_answer(self, err: AwsError, environ: dict[str, Any] | None = None) -> tuple[str, list[tuple[str, str]], bytes]:
+        """An error in this service's shape, for a request refused before it reached the service."""
+        status, headers, body = self.protocol.serialize_error(err)
+        return f"{status} {_reason(status)}", headers, body
+
     def _handle(self, environ: dict[str, Any], request_id: str) -> tuple[int, list[tuple[str, str]], bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
         query_text = environ.get("QUERY_STRING", "")

@@ -241,6 +241,11 @@ _BASE64_BAD_CHAR = re.compile(r"[^a-zA-Z0-9+/=]|=[^=]")
 _BASE64_INDEX = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
 
 
+# binascii.Error for bad base64, and a plain ValueError for text that is not ASCII at all ("ΩΩΩΩ"):
+# both are the client's bad base64, which `_blob_error` words as AWS does.
+_BASE64_ERRORS = (binascii.Error, ValueError)
+
+
 def _conv_blob(value: Any) -> bytes:
     """A JSON blob (base64 text) or a CBOR one (a byte string) as bytes."""
     cls = value.__class__
@@ -248,7 +253,7 @@ def _conv_blob(value: Any) -> bytes:
         if not len(value) & 3:
             try:
                 data = binascii.a2b_base64(value, strict_mode=True)
-            except binascii.Error:
+            except _BASE64_ERRORS:
                 return _blob_error(value)
             if value[-1:] != "=" or _canonical_padding(value):
                 return data
@@ -283,7 +288,7 @@ def _blob_error(value: str) -> bytes:
         raise serialization_error(f"{prefix}Invalid Base64 character: '{match.group()[0]}'")
     try:
         data = binascii.a2b_base64(value, strict_mode=True)
-    except binascii.Error:
+    except _BASE64_ERRORS:
         data = None
     if data is None or binascii.b2a_base64(data, newline=False).decode() != value:
         raise serialization_error(f"{prefix}Invalid last non-pad Base64 character dectected")
@@ -504,11 +509,26 @@ def _render(value: Any, shape: dict[str, Any] | None, shapes: dict[str, Any]) ->
     return str(value)
 
 
-def _constraint_error(value: Any, shape: dict[str, Any], shapes: dict[str, Any], path: str, message: str) -> str:
+def _constraint_error(value: Any, shape: dict[str, Any] | None, shapes: dict[str, Any], path: str,
+                      message: str) -> str:
     rendered = _render(value, shape, shapes)
     if value is not None:
         rendered = f"'{rendered}'"
     return f"Value {rendered} at '{path}' failed to satisfy constraint: {message}"
+
+
+def null_member(path: str) -> str:
+    """The violation of a member that must be present, at `path` ("records.2.member.partitionKey"),
+    for services that require a member the model leaves optional."""
+    return _constraint_error(None, None, {}, path, "Member must not be null")
+
+
+def violations(errors: list[str]) -> AwsError:
+    """One ValidationException for constraint violations, as Coral words it: at most
+    MAX_LISTED_ERRORS listed and counted ("10 validation errors detected: ...; ...")."""
+    errors = errors[:MAX_LISTED_ERRORS]
+    plural = "s" if len(errors) > 1 else ""
+    return validation_error(f"{len(errors)} validation error{plural} detected: " + "; ".join(errors))
 
 
 def _number_text(limit: Any) -> str:
@@ -700,14 +720,13 @@ class ModelValidator:
 
             if conv is _conv_blob:
                 a2b = binascii.a2b_base64
-                binascii_error = binascii.Error
 
                 def check_blob(value: Any) -> bytes:
                     # _conv_blob, inlined: the hot path of PutRecord(s).
                     if value.__class__ is str and not len(value) & 3:
                         try:
                             data = a2b(value, strict_mode=True)
-                        except binascii_error:
+                        except _BASE64_ERRORS:
                             data = _blob_error(value)
                         else:
                             if value[-1:] == "=" and not _canonical_padding(value):
@@ -826,9 +845,7 @@ class ModelValidator:
         self._validate_structure(self._shapes[input_name], value, "", errors)
         if not errors:  # the fast path and the slow path disagree: should not happen
             raise AwsError("InternalFailure", None, 500)
-        errors = errors[:MAX_LISTED_ERRORS]
-        plural = "s" if len(errors) > 1 else ""
-        raise validation_error(f"{len(errors)} validation error{plural} detected: " + "; ".join(errors))
+        raise violations(errors)
 
     def _convert(self, name: str, value: Any, payload: bool) -> Any:
         """Type-check and convert, with no constraint checks (document order, like Coral's parser)."""

@@ -2,7 +2,9 @@
 that Spark and pandas read through file://) and the S3 REST API over it (`api.S3App`, served on the
 edge port, path-style and `<bucket>.localhost` virtual-host style).
 
-Modules: `objects` (the store), `api` (routing, WSGI), `bucket_ops` / `object_ops` / `multipart_ops`
-(the operations), `payload` (request bodies: aws-chunked, checksums), `exchange` (request/response),
-`xmldoc` (XML and dates), `errors`.
+Modules: `objects` (the store), with `uploads` (multipart uploads in progress), `bucket_files` (a
+bucket directory's files, never through a symbolic link) and `rules` (bucket names, keys, ETags);
+`api` (routing, WSGI), `bucket_ops` / `object_ops` / `multipart_ops` (the operations), `payload`
+(request bodies: aws-chunked, checksums), `exchange` (request/response), `xmldoc` (XML and dates),
+`errors`.
 """

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 from ..protocol import auth
 from ..protocol.errors import AwsError
 from . import bucket_ops, multipart_ops, object_ops
-from .errors import S3Error
+from .errors import S3Error, invalid_argument, invalid_request, method_not_allowed
 from .exchange import Request, Response, not_implemented
 from .xmldoc import CONTENT_TYPE, element, serialize
 
@@ -84,11 +84,18 @@ def is_s3_request(environ: dict[str, Any]) -> bool:
 
 def _route(method: str, bucket: str | None, key: str, query: dict[str, str], environ: dict[str, Any]) -> Handler:
     copy = "HTTP_X_AMZ_COPY_SOURCE" in environ
-    unsupported = UNSUPPORTED.intersection(query)
     if bucket is None:
         if method in ("GET", "HEAD"):
             return bucket_ops.list_buckets
-        raise _method_not_allowed(method, "SERVICE")
+        raise method_not_allowed(method, "SERVICE")
+    if key and method == "GET" and "uploadId" not in query:
+        # Bucket sub-resources asked of an object: S3's answers, as versitygw's router (held to
+        # S3 by its tests) gives them.
+        if "uploads" in query:
+            raise invalid_request("Key is not expected for the GET method ?uploads subresource")
+        if "versions" in query:
+            raise invalid_request("There is no such thing as the ?versions sub-resource for a key")
+    unsupported = UNSUPPORTED.intersection(query)
     if unsupported:
         raise not_implemented(sorted(unsupported)[0])
     if not key:
@@ -114,10 +121,17 @@ def _route(method: str, bucket: str | None, key: str, query: dict[str, str], env
             return object_ops.delete_objects
         if method == "POST":
             raise not_implemented("POST Object")  # browser form uploads
-        raise _method_not_allowed(method, "BUCKET")
+        raise method_not_allowed(method, "BUCKET")
     if method == "PUT":
-        if "uploadId" in query or "partNumber" in query:
+        if "uploadId" in query and "partNumber" in query:
             return multipart_ops.upload_part_copy if copy else multipart_ops.upload_part
+        if "partNumber" in query:
+            # S3's answer, its odd ArgumentValue included (quoted in versitygw issues 1226, 1237).
+            raise invalid_argument("This operation does not accept partNumber without uploadId", "partNumber",
+                                   "partNumber")
+        if "uploadId" in query:
+            # An upload takes DELETE, POST and GET, not PUT (S3's answer, versitygw issue 1236).
+            raise method_not_allowed(method, "UPLOAD", ("DELETE", "POST", "GET"))
         return object_ops.copy_object if copy else object_ops.put_object
     if method == "GET":
         return multipart_ops.list_parts if "uploadId" in query else object_ops.get_object
@@ -130,12 +144,7 @@ def _route(method: str, bucket: str | None, key: str, query: dict[str, str], env
             return multipart_ops.create_multipart_upload
         if "uploadId" in query:
             return multipart_ops.complete_multipart_upload
-    raise _method_not_allowed(method, "OBJECT")
-
-
-def _method_not_allowed(method: str, resource: str) -> S3Error:
-    return S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.", 405,
-                   Method=method, ResourceType=resource)
+    raise method_not_allowed(method, "OBJECT")
 
 
 class S3App:
@@ -200,6 +209,11 @@ class S3App:
             return False
         return req.framed.drain(DRAIN_LIMIT)
 
+    def error_answer(self, err: AwsError, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        """An error in S3's shape, for a request refused before it reached S3."""
+        response = self._error(err, environ, uuid.uuid4().hex[:16].upper())
+        return f"{response.status} {_STATUS_TEXT.get(response.status, 'Error')}", response.headers, response.body
+
     def _error(self, err: AwsError, environ: dict[str, Any], request_id: str) -> Response:
         root = element(None, "Error")
         element(root, "Code", err.code)
@@ -209,4 +223,4 @@ class S3App:
         element(root, "RequestId", request_id)
         element(root, "HostId", base64.b64encode(os.urandom(48)).decode())
         body = b"" if environ.get("REQUEST_METHOD") == "HEAD" else serialize(root)
-        return Response(err.status, [("Content-Type", CONTENT_TYPE)], body)
+        return Response(err.status, [("Content-Type", CONTENT_TYPE)] + list(getattr(err, "headers", [])), body)

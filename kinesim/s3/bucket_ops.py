@@ -11,7 +11,8 @@ import botocore.session
 
 from .errors import S3Error, invalid_argument, invalid_bucket_name
 from .exchange import Request, Response, xml_response
-from .objects import ObjectMeta, valid_bucket_name
+from .objects import ObjectMeta
+from .rules import valid_bucket_name
 from .xmldoc import document, element, iso8601
 
 MAX_KEYS = 1000

@@ -9,11 +9,14 @@ from ..protocol.errors import AwsError
 
 
 class S3Error(AwsError):
-    """An S3 error: `details` become child elements of `<Error>` after `<Message>`."""
+    """An S3 error: `details` become child elements of `<Error>` after `<Message>`; `headers` are
+    response headers S3 sends with it (`Allow` of a 405)."""
 
-    def __init__(self, code: str, message: str, status: int = 400, **details: object):
+    def __init__(self, code: str, message: str, status: int = 400, *,
+                 headers: list[tuple[str, str]] | None = None, **details: object):
         super().__init__(code, message, status)
         self.details = {k: str(v) for k, v in details.items() if v is not None}
+        self.headers = list(headers or [])
 
 
 def no_such_bucket(bucket: str) -> S3Error:
@@ -39,6 +42,16 @@ def invalid_argument(message: str, name: str | None = None, value: object = None
 
 def invalid_request(message: str) -> S3Error:
     return S3Error("InvalidRequest", message, 400)
+
+
+def method_not_allowed(method: str, resource: str, allowed: tuple[str, ...] = ()) -> S3Error:
+    headers = [("Allow", ", ".join(allowed))] if allowed else None
+    return S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.", 405,
+                   headers=headers, Method=method, ResourceType=resource)
+
+
+def invalid_part_number(value: object) -> S3Error:
+    return invalid_argument("Part number must be an integer between 1 and 10000, inclusive", "partNumber", value)
 
 
 def precondition_failed(condition: str) -> S3Error:

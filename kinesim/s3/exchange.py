@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 from xml.etree import ElementTree as ET
 
 from ..protocol import auth
-from .errors import S3Error, invalid_argument, malformed_xml
+from .errors import S3Error, invalid_argument, invalid_part_number, malformed_xml
+from .rules import MAX_PARTS
 from .payload import Framed, RequestBody
 from .xmldoc import CONTENT_TYPE, parse, serialize
 
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from .objects import ObjectStore
 
 MAX_XML_BODY = 4 * 1024 * 1024  # DeleteObjects' 1000 keys of 1 KiB fit several times
+_DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII digits only: int() would also take "+1", " 1" and "١"
 
 
 @dataclass
@@ -73,6 +76,16 @@ class Request:
         if number < minimum or number > 2**31 - 1:
             raise invalid_argument(message, name, value)
         return number
+
+    def part_number(self) -> int | None:
+        """The partNumber parameter (UploadPart, UploadPartCopy, GetObject, HeadObject); None
+        when absent; InvalidArgument unless it is an integer from 1 to 10000."""
+        value = self.query.get("partNumber")
+        if value is None:
+            return None
+        if not _DIGITS.fullmatch(value) or not 1 <= int(value) <= MAX_PARTS:
+            raise invalid_part_number(value)
+        return int(value)
 
     @property
     def region(self) -> str:

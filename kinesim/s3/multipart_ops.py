@@ -10,8 +10,8 @@ from .errors import invalid_argument, invalid_request, malformed_xml
 from .exchange import Request, Response, xml_response
 from .object_ops import (copy_conditions, copy_source, receive_body, storage_class, stored_headers, user_metadata,
                          write_conditions)
-from .objects import DEFAULT_CONTENT_TYPE, MAX_PARTS, check_key
 from .payload import CHECKSUM_ALGORITHMS, checksum_header
+from .rules import DEFAULT_CONTENT_TYPE, check_key
 from .xmldoc import document, element, iso8601
 
 _COPY_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
@@ -38,19 +38,8 @@ def create_multipart_upload(req: Request) -> Response:
     return xml_response(root, headers=headers)
 
 
-def _part_number(req: Request) -> int:
-    return req.int_param("partNumber", 0, "Part number must be an integer between 1 and 10000, inclusive",
-                         minimum=1)
-
-
-def _check_part_number(number: int) -> int:
-    if number > MAX_PARTS:
-        raise invalid_argument("Part number must be an integer between 1 and 10000, inclusive", "partNumber", number)
-    return number
-
-
 def upload_part(req: Request) -> Response:
-    number = _check_part_number(_part_number(req))
+    number = req.part_number()  # the router sends only requests with both partNumber and uploadId
     upload_id = req.query["uploadId"]
     req.objects.get_upload(req.bucket, req.key, upload_id)  # NoSuchUpload before the body is read
     staged, checksums = receive_body(req)
@@ -75,7 +64,7 @@ class _Slice:
 
 
 def upload_part_copy(req: Request) -> Response:
-    number = _check_part_number(_part_number(req))
+    number = req.part_number()
     upload_id = req.query["uploadId"]
     src_bucket, src_key = copy_source(req)
     req.objects.get_upload(req.bucket, req.key, upload_id)
@@ -182,7 +171,7 @@ def list_multipart_uploads(req: Request) -> Response:
     element(root, "Bucket", req.bucket)
     element(root, "KeyMarker", key_marker)
     element(root, "UploadIdMarker", req.query.get("upload-id-marker", ""))
-    if len(uploads) > max_uploads:
+    if len(uploads) > max_uploads and page:  # max-uploads=0: truncated, with nothing to go on from
         element(root, "NextKeyMarker", page[-1].key)
         element(root, "NextUploadIdMarker", page[-1].upload_id)
     element(root, "Prefix", prefix)

@@ -10,8 +10,9 @@ import botocore.session
 
 from .errors import S3Error, invalid_argument, invalid_request, malformed_xml, precondition_failed
 from .exchange import Request, Response, not_implemented, xml_response
-from .objects import DEFAULT_CONTENT_TYPE, ObjectMeta, StagedBody, check_key, etag_matches
+from .objects import ObjectMeta, StagedBody
 from .payload import checksum_header
+from .rules import DEFAULT_CONTENT_TYPE, check_key, etag_matches
 from .xmldoc import document, element, http_date, iso8601, parse_http_date
 
 MAX_PUT_SIZE = 5 * 1024 ** 3          # one PutObject / UploadPart
@@ -156,8 +157,9 @@ def delete_objects(req: Request) -> Response:
 
 
 def get_object(req: Request, head: bool = False) -> Response:
-    if "partNumber" in req.query:
-        raise not_implemented("partNumber")
+    part = req.part_number()
+    if part is not None and req.header("Range"):
+        raise invalid_request("Cannot specify both Range header and partNumber query parameter")
     f, meta = req.objects.open_object(req.bucket, req.key)
     try:
         not_modified = read_conditions(req, meta)
@@ -166,12 +168,15 @@ def get_object(req: Request, head: bool = False) -> Response:
             return not_modified
         headers = object_headers(req, meta)
         status, start, length = 200, 0, meta.size
-        byte_range = parse_range(req.header("Range"), meta.size)
+        byte_range = part_range(meta, part) if part is not None else parse_range(req.header("Range"), meta.size)
         if byte_range is not None:
             start, end = byte_range
             status, length = 206, end - start + 1
             headers.append(("Content-Range", f"bytes {start}-{end}/{meta.size}"))
-        elif req.header("x-amz-checksum-mode", "").upper() == "ENABLED":
+        if part is not None and meta.parts_count:
+            headers.append(("x-amz-mp-parts-count", str(meta.parts_count)))
+        whole = byte_range is None or (part is not None and not meta.parts_count)
+        if whole and req.header("x-amz-checksum-mode", "").upper() == "ENABLED":
             headers += checksum_headers(meta.checksums)  # only for the whole object, as S3
         if head:
             f.close()
@@ -219,6 +224,20 @@ def read_conditions(req: Request, meta: ObjectMeta) -> Response | None:
         if since is not None and int(meta.last_modified) <= since:
             return not_modified
     return None
+
+
+def part_range(meta: ObjectMeta, number: int) -> tuple[int, int] | None:
+    """(first, last) byte of part `number` (GetObject's partNumber): a part as it was uploaded, or,
+    for an object not made by a multipart upload, the whole object as its only part; None for an
+    empty object (no range to send, so it is sent whole)."""
+    if meta.parts_count and not meta.part_sizes:
+        raise not_implemented("partNumber")  # completed before kinesim kept the parts' sizes
+    sizes = meta.part_sizes or [meta.size]
+    if number > len(sizes):
+        raise S3Error("InvalidPartNumber", "The requested partnumber is not satisfiable", 416,
+                      PartNumberRequested=number, ActualPartCount=len(sizes))
+    first = sum(sizes[:number - 1])
+    return (first, first + sizes[number - 1] - 1) if meta.size else None
 
 
 def parse_range(value: str | None, size: int) -> tuple[int, int] | None:

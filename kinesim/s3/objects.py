@@ -21,10 +21,10 @@ A file that appears in a bucket directory without a sidecar (written by Spark, o
 hand) is an object too: its sidecar is made on first sight (ETag = MD5 of the bytes, Content-Type
 binary/octet-stream, LastModified = the file's mtime).
 
-Keys that a filesystem cannot hold as S3 does are refused with `InvalidArgument`, before anything
-is touched: an empty key or segment ("a//b", "/a"), a "." or ".." segment, NUL or backslash, a
-segment over 255 bytes. No key can name a path outside its bucket's directory (checked on the
-resolved path too).
+Keys that a filesystem cannot hold as S3 does are refused with `InvalidArgument` before anything
+is touched (`rules.check_key`). No key can name a path outside its bucket's directory: files are reached
+through `bucket_files`, which never follows a symbolic link (a link in a bucket is not an object,
+and writing through one is refused; its docstring says why).
 
 Keys that end with "/" ("folder/" markers that consoles and some tools create) are kept: the
 directory exists on disk and the marker's bytes (usually none) live beside its sidecar.
@@ -43,83 +43,23 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 import stat
 import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Iterator
 
-from .errors import (S3Error, invalid_argument, invalid_bucket_name, malformed_xml, no_such_bucket, no_such_key,
-                     no_such_upload, precondition_failed)
+from . import bucket_files
+from .errors import S3Error, invalid_argument, invalid_bucket_name, no_such_bucket, no_such_key, precondition_failed
+from .rules import DEFAULT_CONTENT_TYPE, check_key, etag_matches, is_marker, quoted_md5
+from .rules import MIN_PART_SIZE, multipart_etag, valid_bucket_name  # noqa: F401 (offered here too)
+from .uploads import MultipartUploads
 
 CHUNK = 1 << 20
-DEFAULT_CONTENT_TYPE = "binary/octet-stream"
-MAX_KEY_BYTES = 1024
-MAX_SEGMENT_BYTES = 255          # a file name on Linux filesystems
-MIN_PART_SIZE = 5 * 1024 * 1024  # every part of a multipart upload but the last
-MAX_PARTS = 10_000
-
-# S3's naming rules for new general purpose buckets.
-_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_IPV4_LIKE = re.compile(r"\d+\.\d+\.\d+\.\d+")
-_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
-_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 # What a bucket lookup accepts (older buckets may have capitals and underscores); never "." or "..".
 _BUCKET_LOOKUP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
-_UPLOAD_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
-
-
-def valid_bucket_name(name: str) -> bool:
-    """S3's rules for a new bucket's name."""
-    return (_BUCKET_NAME.fullmatch(name) is not None and ".." not in name and not _IPV4_LIKE.fullmatch(name)
-            and not name.startswith(_RESERVED_PREFIXES) and not name.endswith(_RESERVED_SUFFIXES))
-
-
-def check_key(key: str) -> list[str]:
-    """The key's path segments (without the trailing "" of a marker key), or the S3 error refusing it."""
-    size = len(key.encode("utf-8", "surrogatepass"))
-    if size > MAX_KEY_BYTES:
-        raise S3Error("KeyTooLongError", "Your key is too long", 400, Size=size, MaxSizeAllowed=MAX_KEY_BYTES)
-    reason = None
-    if not key:
-        reason = "is empty"
-    elif "\x00" in key or "\\" in key:
-        reason = "contains a NUL or backslash character"
-    elif key.startswith("/"):
-        reason = "starts with '/'"
-    segments = key.split("/")
-    if key.endswith("/"):
-        segments.pop()
-    if reason is None:
-        for segment in segments:
-            if segment in ("", ".", ".."):
-                reason = "has an empty, '.' or '..' path segment"
-                break
-            if len(segment.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
-                reason = f"has a path segment longer than {MAX_SEGMENT_BYTES} bytes"
-                break
-    if reason is not None:
-        raise invalid_argument(f"Object key {reason}: kinesim keeps each object as a file in its bucket's "
-                               "directory and cannot store this key", "key", key)
-    return segments
-
-
-def is_marker(key: str) -> bool:
-    """A "directory marker" key ("folder/"): its bytes cannot be a file named like the directory."""
-    return key.endswith("/")
-
-
-def quoted_md5(digest: bytes) -> str:
-    return f'"{digest.hex()}"'
-
-
-def multipart_etag(part_etags: Iterable[str], count: int) -> str:
-    """S3's ETag of a completed multipart upload: MD5 of the parts' binary MD5s, "-" and the count."""
-    joined = b"".join(bytes.fromhex(etag.strip('"')) for etag in part_etags)
-    return f'"{hashlib.md5(joined).hexdigest()}-{count}"'
 
 
 @dataclass
@@ -135,6 +75,7 @@ class ObjectMeta:
     checksums: dict[str, str] = field(default_factory=dict)  # algorithm ("CRC32") -> base64 value
     checksum_type: str | None = None   # FULL_OBJECT when `checksums` is set
     parts_count: int | None = None     # set for objects made by a multipart upload
+    part_sizes: list[int] = field(default_factory=list)  # their sizes (GetObject's partNumber)
     storage_class: str = "STANDARD"
     file: list[int] = field(default_factory=list)  # [inode, size, mtime_ns] of the data file described
 
@@ -168,30 +109,6 @@ class StagedBody:
 
 
 @dataclass
-class Upload:
-    """A multipart upload in progress."""
-    upload_id: str
-    bucket: str
-    key: str
-    initiated: float
-    content_type: str = DEFAULT_CONTENT_TYPE
-    metadata: dict[str, str] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
-    storage_class: str = "STANDARD"
-    checksum_algorithm: str | None = None
-    checksum_type: str | None = None
-
-
-@dataclass
-class Part:
-    number: int
-    etag: str
-    size: int
-    last_modified: float
-    checksums: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
 class ListPage:
     """One page of a listing, in S3's order: `objects` and `common_prefixes` interleave by name."""
     objects: list[ObjectMeta]
@@ -211,7 +128,14 @@ def _lock_for(root: str) -> threading.RLock:
         return _LOCKS.setdefault(root, threading.RLock())
 
 
-class ObjectStore:
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # a bucket's directory may be a link (where the user keeps it) ...
+    except OSError:
+        return False  # ... but not one that loops
+
+
+class ObjectStore(MultipartUploads):
     def __init__(self, root_dir: str, default_region: str = "us-east-1"):
         self.root = os.path.realpath(root_dir)
         self.default_region = default_region
@@ -231,6 +155,16 @@ class ObjectStore:
                     os.unlink(entry.path)
             except OSError:
                 pass
+
+    @staticmethod
+    def key_problem(key: str) -> str | None:
+        """Why this store cannot hold `key` (the message of its error for it), None if it can: for
+        a service that makes keys (Firehose) to check what it will write."""
+        try:
+            check_key(key)
+        except S3Error as err:
+            return err.message
+        return None
 
     # ------------------------------------------------------------------------------------------
     # buckets
@@ -278,7 +212,7 @@ class ObjectStore:
 
     def list_buckets(self) -> list[BucketInfo]:
         names = sorted(e.name for e in os.scandir(self.root)
-                       if e.is_dir() and not e.name.startswith(".") and self._bucket_dir(e.name) is not None)
+                       if not e.name.startswith(".") and self._bucket_dir(e.name) is not None and _is_dir(e))
         infos = []
         for name in names:
             try:
@@ -292,11 +226,14 @@ class ObjectStore:
         uploads in progress are aborted with it."""
         with self._lock:
             path = self._require_bucket(name)
-            if self._has_objects(name, path, ""):
+            if self._has_objects(name, path, [], ""):
                 raise S3Error("BucketNotEmpty", "The bucket you tried to delete is not empty", 409, BucketName=name)
             for upload in self.list_multipart_uploads(name):
                 shutil.rmtree(self._upload_dir(upload.upload_id), ignore_errors=True)
-            shutil.rmtree(path)
+            if os.path.islink(path):
+                os.unlink(path)  # a bucket kept elsewhere by the user: its directory is theirs
+            else:
+                shutil.rmtree(path)  # never follows a link inside it
             shutil.rmtree(os.path.join(self.root, ".meta", name), ignore_errors=True)
             try:
                 os.unlink(self._bucket_record(name))
@@ -310,15 +247,15 @@ class ObjectStore:
     # paths
 
     def _data_path(self, bucket: str, bdir: str, key: str) -> str:
-        """Where the key's bytes are: its file in the bucket, or beside the sidecar for a marker."""
+        """Where the key's bytes are: its file in the bucket, or beside the sidecar for a marker.
+        A path to hand to file:// readers; kinesim itself opens bucket files with `bucket_files`."""
         segments = check_key(key)
-        path = os.path.join(bdir, *segments)
-        real = os.path.realpath(path)
-        if not real.startswith(os.path.realpath(bdir) + os.sep):
-            raise invalid_argument("Object key resolves to a path outside its bucket", "key", key)
         if is_marker(key):
-            return self._sidecar(bucket, key)[:-len(".json")] + ".data"
-        return path
+            return self._marker_data(bucket, key)
+        return os.path.join(bdir, *segments)
+
+    def _marker_data(self, bucket: str, key: str) -> str:
+        return self._sidecar(bucket, key)[:-len(".json")] + ".data"
 
     def _sidecar(self, bucket: str, key: str) -> str:
         h = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
@@ -378,20 +315,23 @@ class ObjectStore:
 
     def commit(self, bucket: str, key: str, staged: StagedBody, *, content_type: str = DEFAULT_CONTENT_TYPE,
                metadata: dict[str, str] | None = None, headers: dict[str, str] | None = None,
-               checksums: dict[str, str] | None = None, etag: str | None = None, parts_count: int | None = None,
-               storage_class: str = "STANDARD", if_match: str | None = None,
+               checksums: dict[str, str] | None = None, etag: str | None = None,
+               part_sizes: list[int] | None = None, storage_class: str = "STANDARD", if_match: str | None = None,
                if_none_match: bool = False) -> ObjectMeta:
         """Make a staged body the object `key` (atomically). `if_none_match`: only if there is no such
-        object (PutObject's `If-None-Match: *`); `if_match`: only if its ETag is this one."""
+        object (PutObject's `If-None-Match: *`); `if_match`: only if its ETag is this one.
+        `part_sizes`: the parts' sizes of an object a multipart upload made."""
         meta = ObjectMeta(key=key, size=staged.size, etag=etag or staged.etag, last_modified=time.time(),
                           content_type=content_type or DEFAULT_CONTENT_TYPE, metadata=dict(metadata or {}),
                           headers=dict(headers or {}), checksums=dict(checksums or {}),
-                          checksum_type="FULL_OBJECT" if checksums else None, parts_count=parts_count,
+                          checksum_type="FULL_OBJECT" if checksums else None,
+                          parts_count=len(part_sizes) if part_sizes else None, part_sizes=list(part_sizes or []),
                           storage_class=storage_class)
         with self._lock:
             bdir = self._require_bucket(bucket)
-            data_path = self._data_path(bucket, bdir, key)
-            self._check_conflicts(bdir, key)
+            segments = check_key(key)
+            parents = segments if is_marker(key) else segments[:-1]
+            self._check_conflicts(bdir, key, segments, parents)
             if if_none_match or if_match is not None:
                 current = self._lookup(bucket, key, open_file=False, missing_ok=True)[1]
                 if if_none_match and current is not None:
@@ -401,25 +341,43 @@ class ObjectStore:
                         raise no_such_key(key)
                     if not etag_matches(if_match, current.etag):
                         raise precondition_failed("If-Match")
-            os.makedirs(os.path.dirname(data_path), exist_ok=True)
-            if is_marker(key):
-                os.makedirs(os.path.join(bdir, *check_key(key)), exist_ok=True)
             st = os.stat(staged.path)
             meta.file = [st.st_ino, st.st_size, st.st_mtime_ns]
-            os.replace(staged.path, data_path)
+            parent = self._open_parent(bdir, key, parents, create=True)
+            try:
+                if is_marker(key):
+                    data_path = self._marker_data(bucket, key)
+                    os.makedirs(os.path.dirname(data_path), exist_ok=True)
+                    os.replace(staged.path, data_path)
+                else:  # replaces a link of that name itself, never what it points to
+                    os.replace(staged.path, segments[-1], dst_dir_fd=parent)
+            finally:
+                os.close(parent)
             self._write_json(self._sidecar(bucket, key), asdict(meta))
         return meta
 
-    def _check_conflicts(self, bdir: str, key: str) -> None:
-        segments = check_key(key)
-        path = bdir
-        for segment in segments[:-1] if not is_marker(key) else segments:
-            path = os.path.join(path, segment)
-            if os.path.lexists(path) and not os.path.isdir(path):
-                raise S3Error("ParentIsObject", "Object-prefix is already an object, please choose a different "
-                              "object-prefix name.", 409, Key=key)
-        if not is_marker(key) and os.path.isdir(os.path.join(bdir, *segments)):
-            raise S3Error("ObjectExistsAsDirectory", "Object name already exists as a directory.", 409, Key=key)
+    def _check_conflicts(self, bdir: str, key: str, segments: list[str], parents: list[str]) -> None:
+        try:
+            parent = self._open_parent(bdir, key, parents, create=False)
+        except FileNotFoundError:
+            return  # the write makes the missing directories
+        try:
+            if not is_marker(key) and bucket_files.is_directory_at(parent, segments[-1]):
+                raise S3Error("ObjectExistsAsDirectory", "Object name already exists as a directory.", 409, Key=key)
+        finally:
+            os.close(parent)
+
+    @staticmethod
+    def _open_parent(bdir: str, key: str, parents: list[str], create: bool) -> int:
+        """A descriptor of the directory a write of `key` goes to, or S3's error for what is in the way."""
+        try:
+            return bucket_files.open_directory(bdir, parents, create)
+        except bucket_files.LinkInPath:
+            raise invalid_argument("Object key passes through a symbolic link in its bucket's directory, which "
+                                   "kinesim never follows", "key", key) from None
+        except NotADirectoryError:
+            raise S3Error("ParentIsObject", "Object-prefix is already an object, please choose a different "
+                          "object-prefix name.", 409, Key=key) from None
 
     # ------------------------------------------------------------------------------------------
     # reading
@@ -442,44 +400,70 @@ class ObjectStore:
 
     def _lookup(self, bucket: str, key: str, open_file: bool, missing_ok: bool = False):
         bdir = self._require_bucket(bucket)
-        path = self._data_path(bucket, bdir, key)
+        found = self._find(bucket, bdir, key, check_key(key), open_file)
+        if found is None:
+            if missing_ok:
+                return None, None
+            raise no_such_key(key)
+        return found
+
+    def _find(self, bucket: str, bdir: str, key: str, segments: list[str],
+              open_file: bool) -> tuple[BinaryIO | None, ObjectMeta] | None:
         for attempt in range(2):
             # A first look without the lock; if the sidecar does not describe the file (a write
             # landed between the two reads, or the file came from outside), look again under it.
             with self._lock if attempt else contextlib.nullcontext():
-                f = None
-                try:
-                    if open_file:
-                        f = open(path, "rb")
-                        st = os.fstat(f.fileno())
-                    else:
-                        st = os.stat(path)
-                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                    if missing_ok:
-                        return None, None
-                    raise no_such_key(key) from None
-                if not stat.S_ISREG(st.st_mode):
-                    if f:
-                        f.close()
-                    if missing_ok:
-                        return None, None
-                    raise no_such_key(key)
+                if open_file:
+                    f = self._open_data(bucket, bdir, key, segments)
+                    st = os.fstat(f.fileno()) if f else None
+                else:
+                    f, st = None, self._stat_data(bucket, bdir, key, segments)
+                if st is None:
+                    return None
                 doc = self._read_json(self._sidecar(bucket, key))
                 meta = ObjectMeta(**doc) if doc else None
                 if meta is not None and meta.describes(st):
                     return f, meta
                 if attempt:
-                    return f, self._adopt(bucket, key, path, st)
+                    meta = self._adopt(bucket, bdir, key, segments, f)
+                    return (f, meta) if meta is not None else None
                 if f:
                     f.close()
         raise AssertionError("unreachable")
 
-    def _adopt(self, bucket: str, key: str, path: str, st: os.stat_result) -> ObjectMeta:
-        """Make the sidecar of a file that was written without one (called under the lock)."""
-        md5 = hashlib.md5()
-        with open(path, "rb") as f:
-            while chunk := f.read(CHUNK):
+    def _open_data(self, bucket: str, bdir: str, key: str, segments: list[str]) -> BinaryIO | None:
+        """The key's bytes open for reading, None when there are none."""
+        if not is_marker(key):
+            return bucket_files.open_file(bdir, segments)
+        try:  # kinesim's own file, beside the sidecar
+            return open(self._marker_data(bucket, key), "rb")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def _stat_data(self, bucket: str, bdir: str, key: str, segments: list[str]) -> os.stat_result | None:
+        if not is_marker(key):
+            return bucket_files.stat_file(bdir, segments)
+        try:
+            st = os.stat(self._marker_data(bucket, key))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    def _adopt(self, bucket: str, bdir: str, key: str, segments: list[str], f: BinaryIO | None) -> ObjectMeta | None:
+        """Make the sidecar of a file that was written without one (called under the lock) from the
+        bytes of `f`, or of the file opened anew; None if it is gone."""
+        source = f or self._open_data(bucket, bdir, key, segments)
+        if source is None:
+            return None
+        try:
+            st = os.fstat(source.fileno())
+            md5 = hashlib.md5()
+            while chunk := source.read(CHUNK):
                 md5.update(chunk)
+            source.seek(0)
+        finally:
+            if f is None:
+                source.close()
         meta = ObjectMeta(key=key, size=st.st_size, etag=quoted_md5(md5.digest()), last_modified=st.st_mtime,
                           file=[st.st_ino, st.st_size, st.st_mtime_ns])
         self._write_json(self._sidecar(bucket, key), asdict(meta))
@@ -493,19 +477,19 @@ class ObjectStore:
         empty are removed, up to the bucket's own."""
         with self._lock:
             bdir = self._require_bucket(bucket)
-            path = self._data_path(bucket, bdir, key)
+            segments = check_key(key)
             if is_marker(key):
                 if not os.path.exists(self._sidecar(bucket, key)):
                     return
-                self._unlink(path)
+                self._unlink(self._marker_data(bucket, key))
                 self._unlink(self._sidecar(bucket, key))
-                self._prune(bucket, bdir, os.path.join(bdir, *check_key(key)))
+                self._prune(bucket, bdir, os.path.join(bdir, *segments))
                 return
-            if not os.path.isfile(path):
-                return
-            self._unlink(path)
+            if bucket_files.stat_file(bdir, segments) is None:
+                return  # no such object (a link of that name is not one, and stays)
+            bucket_files.remove_file(bdir, segments)
             self._unlink(self._sidecar(bucket, key))
-            self._prune(bucket, bdir, os.path.dirname(path))
+            self._prune(bucket, bdir, os.path.join(bdir, *segments[:-1]))
 
     @staticmethod
     def _unlink(path: str) -> None:
@@ -557,197 +541,54 @@ class ObjectStore:
         return ListPage(objects, prefixes, len(names) > max_keys, page[-1] if page else None)
 
     def _keys(self, bucket: str, bdir: str, prefix: str, shallow: bool) -> Iterator[str]:
-        """Keys that may start with `prefix`, found under the deepest directory `prefix` names.
+        """Keys that may start with `prefix`, found under the deepest directory `prefix` names
+        (links are not followed: see `bucket_files`).
 
         `shallow` (delimiter "/"): a subdirectory is not walked; if it holds any object, it comes
         back once as "<dir>/x", which the caller's delimiter cut turns into the common prefix "<dir>/".
         """
         base, rest = prefix[:prefix.rfind("/") + 1], prefix[prefix.rfind("/") + 1:]
+        segments: list[str] = []
         if base:
             try:
                 segments = check_key(base)
             except S3Error:
                 return
-            start = os.path.join(bdir, *segments)
             if self._marker_exists(bucket, base):
                 yield base
-        else:
-            start = bdir
-        if not os.path.isdir(start) or os.path.islink(start):
-            return
-        stack = [(start, base, rest)]
+        stack = [(segments, base, rest)]
         while stack:
-            directory, rel, name_prefix = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue
-            for entry in entries:
-                if not entry.name.startswith(name_prefix):
+            here, rel, name_prefix = stack.pop()
+            for name, is_dir in bucket_files.entries(bdir, here):
+                if not name.startswith(name_prefix):
                     continue
                 try:
-                    entry.name.encode("utf-8")
+                    name.encode("utf-8")
                 except UnicodeEncodeError:
                     continue  # a file name no S3 key can spell
-                key = rel + entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    if shallow:
-                        if self._has_objects(bucket, entry.path, key + "/"):
-                            yield key + "/x"
-                        continue
+                key = rel + name
+                if not is_dir:
+                    yield key
+                elif shallow:
+                    if self._has_objects(bucket, bdir, here + [name], key + "/"):
+                        yield key + "/x"
+                else:
                     if self._marker_exists(bucket, key + "/"):
                         yield key + "/"
-                    stack.append((entry.path, key + "/", ""))
-                elif entry.is_file():
-                    yield key
+                    stack.append((here + [name], key + "/", ""))
 
     def _marker_exists(self, bucket: str, key: str) -> bool:
         return os.path.exists(self._sidecar(bucket, key))
 
-    def _has_objects(self, bucket: str, directory: str, rel: str) -> bool:
-        for dirpath, dirnames, filenames in os.walk(directory):
-            if filenames:
+    def _has_objects(self, bucket: str, bdir: str, segments: list[str], rel: str) -> bool:
+        """Whether the directory `segments` of the bucket (key prefix `rel`) holds an object."""
+        stack = [(segments, rel)]
+        while stack:
+            here, prefix = stack.pop()
+            if prefix and self._marker_exists(bucket, prefix):
                 return True
-            sub = os.path.relpath(dirpath, directory).replace(os.sep, "/")
-            here = rel if sub == "." else rel + sub + "/"
-            if here and self._marker_exists(bucket, here):
-                return True
+            for name, is_dir in bucket_files.entries(bdir, here):
+                if not is_dir:
+                    return True
+                stack.append((here + [name], prefix + name + "/"))
         return False
-
-    # ------------------------------------------------------------------------------------------
-    # multipart uploads
-
-    def _upload_dir(self, upload_id: str) -> str:
-        return os.path.join(self.root, ".uploads", upload_id)
-
-    def create_multipart_upload(self, bucket: str, key: str, content_type: str = DEFAULT_CONTENT_TYPE,
-                                metadata: dict[str, str] | None = None, headers: dict[str, str] | None = None,
-                                storage_class: str = "STANDARD", checksum_algorithm: str | None = None,
-                                checksum_type: str | None = None) -> Upload:
-        self._require_bucket(bucket)
-        check_key(key)
-        upload = Upload(secrets.token_urlsafe(48), bucket, key, time.time(), content_type or DEFAULT_CONTENT_TYPE,
-                        dict(metadata or {}), dict(headers or {}), storage_class, checksum_algorithm, checksum_type)
-        os.makedirs(self._upload_dir(upload.upload_id))
-        self._write_json(os.path.join(self._upload_dir(upload.upload_id), "upload.json"), asdict(upload))
-        return upload
-
-    def get_upload(self, bucket: str, key: str, upload_id: str) -> Upload:
-        """The upload, if it exists and is for this bucket and key; NoSuchUpload otherwise."""
-        self._require_bucket(bucket)
-        doc = self._read_json(os.path.join(self._upload_dir(upload_id), "upload.json")) \
-            if _UPLOAD_ID.fullmatch(upload_id) else None
-        if doc is None or doc["bucket"] != bucket or doc["key"] != key:
-            raise no_such_upload(upload_id)
-        return Upload(**doc)
-
-    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, staged: StagedBody,
-                    checksums: dict[str, str] | None = None) -> Part:
-        """Keep a staged body as part `number` (replacing an earlier upload of that number)."""
-        if not 1 <= number <= MAX_PARTS:
-            raise invalid_argument("Part number must be an integer between 1 and 10000, inclusive",
-                                   "partNumber", number)
-        with self._lock:
-            self.get_upload(bucket, key, upload_id)
-            part = Part(number, staged.etag, staged.size, time.time(), dict(checksums or {}))
-            base = os.path.join(self._upload_dir(upload_id), f"part-{number:05d}")
-            os.replace(staged.path, base)
-            self._write_json(base + ".json", asdict(part))
-        return part
-
-    def list_parts(self, bucket: str, key: str, upload_id: str) -> list[Part]:
-        self.get_upload(bucket, key, upload_id)
-        parts = []
-        directory = self._upload_dir(upload_id)
-        for name in sorted(os.listdir(directory)):
-            if name.startswith("part-") and name.endswith(".json"):
-                doc = self._read_json(os.path.join(directory, name))
-                if doc:
-                    parts.append(Part(**doc))
-        return parts
-
-    def list_multipart_uploads(self, bucket: str) -> list[Upload]:
-        """The bucket's uploads in progress, by key then initiation time."""
-        self._require_bucket(bucket)
-        uploads = []
-        for entry in os.scandir(os.path.join(self.root, ".uploads")):
-            doc = self._read_json(os.path.join(entry.path, "upload.json"))
-            if doc and doc["bucket"] == bucket:
-                uploads.append(Upload(**doc))
-        return sorted(uploads, key=lambda u: (u.key, u.initiated))
-
-    def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
-        with self._lock:
-            self.get_upload(bucket, key, upload_id)
-            shutil.rmtree(self._upload_dir(upload_id), ignore_errors=True)
-
-    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, parts: list[tuple[int, str]],
-                                  if_match: str | None = None, if_none_match: bool = False) -> ObjectMeta:
-        """Join the listed parts (number, ETag) into the object, as S3 checks them: ascending
-        numbers, each uploaded with that ETag, every part but the last at least 5 MiB."""
-        upload = self.get_upload(bucket, key, upload_id)
-        if not parts:
-            raise malformed_xml()
-        stored = {p.number: p for p in self.list_parts(bucket, key, upload_id)}
-        previous = 0
-        for number, etag in parts:
-            if number <= previous:
-                raise S3Error("InvalidPartOrder", "The list of parts was not in ascending order. Parts must be "
-                              "ordered by part number.", 400, UploadId=upload_id)
-            previous = number
-            part = stored.get(number)
-            if part is None or part.etag.strip('"').lower() != etag.strip().strip('"').lower():
-                raise S3Error("InvalidPart", "One or more of the specified parts could not be found.  The part may "
-                              "not have been uploaded, or the specified entity tag may not match the part's "
-                              "entity tag.", 400, UploadId=upload_id, PartNumber=number, ETag=etag)
-        for number, etag in parts[:-1]:
-            if stored[number].size < MIN_PART_SIZE:
-                raise S3Error("EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object "
-                              "size.", 400, ProposedSize=stored[number].size, MinSizeAllowed=MIN_PART_SIZE,
-                              PartNumber=number, ETag=stored[number].etag)
-        directory = self._upload_dir(upload_id)
-        try:
-            staged = self.stage(_Concatenation([os.path.join(directory, f"part-{n:05d}") for n, _ in parts]))
-        except FileNotFoundError:  # aborted meanwhile
-            raise no_such_upload(upload_id) from None
-        try:
-            with self._lock:
-                self.get_upload(bucket, key, upload_id)
-                meta = self.commit(bucket, key, staged, content_type=upload.content_type, metadata=upload.metadata,
-                                   headers=upload.headers, storage_class=upload.storage_class,
-                                   etag=multipart_etag((stored[n].etag for n, _ in parts), len(parts)),
-                                   parts_count=len(parts), if_match=if_match, if_none_match=if_none_match)
-                shutil.rmtree(directory, ignore_errors=True)
-        finally:
-            staged.discard()
-        return meta
-
-
-def etag_matches(condition: str, etag: str) -> bool:
-    """An If-Match / If-None-Match header against an ETag: "*", or a list of (quoted) ETags."""
-    if condition.strip() == "*":
-        return True
-    want = etag.strip('"')
-    return any(c.strip().removeprefix("W/").strip('"') == want for c in condition.split(","))
-
-
-class _Concatenation:
-    """The part files one after the other, read like one file."""
-
-    def __init__(self, paths: list[str]):
-        self._paths = list(paths)
-        self._current: BinaryIO | None = None
-
-    def read(self, size: int = CHUNK) -> bytes:
-        while True:
-            if self._current is None:
-                if not self._paths:
-                    return b""
-                self._current = open(self._paths.pop(0), "rb")
-            chunk = self._current.read(size)
-            if chunk:
-                return chunk
-            self._current.close()
-            self._current = None
-
-

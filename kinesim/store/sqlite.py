@@ -9,6 +9,9 @@ synchronous=OFF, so both modes share every line of the data path.
 
 Records live in one table keyed by an integer rowid `shard_uid << 40 | record_index`: one B-tree,
 each shard a contiguous key range, a shard read is one range scan.
+
+Space of deleted rows (expired or deleted streams' records, delivered Firehose buffers, documents)
+goes back to the OS in the background: see `space`.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ import sqlite3
 import tempfile
 import threading
 from typing import Any, Iterable
+
+from .space import WAL_LIMIT_BYTES, Reclaimer, convert_to_incremental
 
 # (record index in shard, sequence number, partition key, data, arrival epoch seconds)
 StoredRecord = tuple[int, str, str, bytes, float]
@@ -35,6 +40,10 @@ CREATE TABLE IF NOT EXISTS firehose_buffer (
     PRIMARY KEY (stream, seq));
 """
 _INSERT = "INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)"
+# Records deleted per transaction when a shard's records go: at most a PutRecords' worth (500
+# records, 5 MiB), so the write lock is held about as long as a put holds it (deleting 200 MB in
+# one statement held it for a second), and puts to every stream keep flowing.
+_DELETE_ROWS, _DELETE_BYTES = 500, 5 << 20
 
 
 class Store:
@@ -47,16 +56,23 @@ class Store:
         os.makedirs(data_dir, exist_ok=True)
         self.path = os.path.join(data_dir, "kinesim.db")
         self._sync = "OFF" if self._tmp else "NORMAL"
-        self._write = self._connect()
-        self._write.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        # auto_vacuum first: setting the journal mode writes the file's first page, after which
+        # auto_vacuum changes only through a VACUUM (which is how older databases are converted).
+        self._write = self._connect("auto_vacuum=INCREMENTAL")
+        convert_to_incremental(self._write, self.path)
         self._write.executescript(_SCHEMA)
         self._write_lock = threading.Lock()
         self._local = threading.local()
+        self._space = Reclaimer(self._write, self._write_lock, self.path)
+        self._space.start()
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *first_pragmas: str) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        for pragma in first_pragmas:
+            conn.execute(f"PRAGMA {pragma}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._sync}")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         return conn
 
     def _reader(self) -> sqlite3.Connection:
@@ -66,7 +82,13 @@ class Store:
             conn = self._local.conn = self._connect()
         return conn
 
+    def reclaim_space(self) -> int:
+        """Return free pages to the OS now (the background thread does it after deletions);
+        how many pages were vacuumed."""
+        return self._space.reclaim()
+
     def close(self) -> None:
+        self._space.stop()
         with self._write_lock:
             self._write.close()
         if self._tmp:
@@ -92,6 +114,7 @@ class Store:
     def delete_document(self, kind: str, name: str) -> None:
         with self._write_lock:
             self._write.execute("DELETE FROM documents WHERE kind=? AND name=?", (kind, name))
+        self._space.freed()
 
     # records
 
@@ -133,6 +156,15 @@ class Store:
             "SELECT max(key) FROM records WHERE key >= ? AND key < ?", (base, base + (1 << _SHIFT))).fetchone()
         return None if row[0] is None else row[0] & ((1 << _SHIFT) - 1)
 
+    def shard_uids_with_records(self) -> list[int]:
+        """The uids of the shards that have records, ascending: one key lookup per shard (each
+        shard's keys are one range), not a scan of the records."""
+        conn, uids, start = self._reader(), [], 0
+        while (key := conn.execute("SELECT min(key) FROM records WHERE key >= ?", (start,)).fetchone()[0]) is not None:
+            uids.append(key >> _SHIFT)
+            start = (uids[-1] + 1) << _SHIFT
+        return uids
+
     def first_index_at(self, shard_uid: int, timestamp: float) -> int | None:
         """Index of the first record that arrived at or after `timestamp`, if any.
 
@@ -158,21 +190,54 @@ class Store:
         return next_record(lo)[0] & ((1 << _SHIFT) - 1)
 
     def delete_records(self, shard_uids: Iterable[int], before_arrival: float | None = None) -> int:
-        """Delete a shard's records (all, or those that arrived before a time) and reclaim the space."""
+        """Delete shards' records (all, or those that arrived before a time), in transactions of a
+        bounded size; their space goes back to the OS in the background."""
         deleted = 0
-        with self._write_lock:
-            w = self._write
-            for uid in shard_uids:
-                base = uid << _SHIFT
-                if before_arrival is None:
-                    cur = w.execute("DELETE FROM records WHERE key >= ? AND key < ?", (base, base + (1 << _SHIFT)))
-                else:
-                    cur = w.execute("DELETE FROM records WHERE key >= ? AND key < ? AND arrival < ?",
-                                    (base, base + (1 << _SHIFT), before_arrival))
-                deleted += cur.rowcount
-            if deleted:
-                w.execute("PRAGMA incremental_vacuum")
+        for uid in shard_uids:
+            base = uid << _SHIFT
+            end = base + (1 << _SHIFT)
+            if before_arrival is not None:
+                # Expired records are the front of the shard (arrival times never decrease within
+                # it): stop at the first record still kept instead of reading every record's
+                # arrival. The `arrival <` test below still guards each row.
+                kept = self.first_index_at(uid, before_arrival)
+                if kept is not None:
+                    end = base | kept
+            deleted += self._delete_range(base, end, before_arrival)
+        if deleted:
+            self._space.freed()
         return deleted
+
+    def _delete_range(self, start: int, end: int, before_arrival: float | None) -> int:
+        deleted = 0
+        conn = self._reader()
+        while True:
+            stop = self._batch_end(conn, start, end)
+            if stop is None:
+                return deleted
+            with self._write_lock:
+                if before_arrival is None:
+                    cur = self._write.execute("DELETE FROM records WHERE key >= ? AND key < ?", (start, stop))
+                else:
+                    cur = self._write.execute("DELETE FROM records WHERE key >= ? AND key < ? AND arrival < ?",
+                                              (start, stop, before_arrival))
+            deleted += cur.rowcount
+            start = stop
+
+    @staticmethod
+    def _batch_end(conn: sqlite3.Connection, start: int, end: int) -> int | None:
+        """The key that ends the next batch of records from `start` on (None: none are left).
+        length() of a blob reads no overflow pages: the size of a batch costs only its keys."""
+        rows = conn.execute("SELECT key, length(data) FROM records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
+                            (start, end, _DELETE_ROWS)).fetchall()
+        if not rows:
+            return None
+        size = 0
+        for i, (key, length) in enumerate(rows):
+            size += length
+            if size > _DELETE_BYTES and i:
+                return key
+        return rows[-1][0] + 1
 
     # Firehose buffers: records a delivery stream acknowledged (PutRecord/PutRecordBatch) and has
     # not yet delivered, in arrival order. Rows leave only after the object holding them is written.
@@ -212,3 +277,4 @@ class Store:
                 self._write.execute("DELETE FROM firehose_buffer WHERE stream=?", (stream,))
             else:
                 self._write.execute("DELETE FROM firehose_buffer WHERE stream=? AND seq<=?", (stream, through_seq))
+        self._space.freed()
