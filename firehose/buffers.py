@@ -25,9 +25,9 @@ class Record:
     """One record on its way to the destination, whatever its source.
 
     `position` tells the source what to commit once the record is written: the buffer's sequence
-    number (DirectPut) or (shard id, record index) (KinesisStreamAsSource). `kinesis` carries the
-    source record's metadata (shardId, sequenceNumber, partitionKey) for Lambda events and error
-    records.
+    number (DirectPut) or (shard uid, the record index to resume from) (KinesisStreamAsSource).
+    `kinesis` carries the source record's metadata (shardId, sequenceNumber, partitionKey, and
+    subsequenceNumber for a user record of a KPL aggregate) for Lambda events and error records.
     """
     id: str
     data: bytes

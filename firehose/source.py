@@ -9,6 +9,9 @@ The stream itself is the durable buffer: records read are held in memory until d
 the position of each shard is checkpointed in the store (document "firehose-checkpoint") only
 after the object containing its records was written. A `kill -9` before that re-reads them:
 at-least-once, as AWS.
+
+A record the KPL aggregated becomes its user records (`kinesim.kinesis.aggregation`), each with
+its subsequence number; the stream record is checkpointed once the last of them is written.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+from kinesim.kinesis import aggregation
 from kinesim.kinesis.records import read_batch
 
 from .buffers import Record
@@ -95,12 +99,28 @@ class KinesisSource:
 
     def _add(self, shard: Any, rows: list[Any]) -> None:
         for idx, seq, pk, data, arrival in rows:
-            self.pending.append(Record(
-                id=seq, data=data, arrival=arrival, position=(shard.uid, idx),
-                kinesis={"shardId": shard.shard_id, "sequenceNumber": seq, "partitionKey": pk,
-                         "approximateArrivalTimestamp": arrival}))
-            self.pending_bytes += len(data)
-            self.per_shard[shard.uid] += 1
+            # Firehose de-aggregates what the KPL aggregated (AWS docs, "kpl-with-firehose"): one
+            # record per user record, before a Lambda transform sees them.
+            users = aggregation.deaggregate(data) if aggregation.is_aggregated(data) else None
+            if users is None:
+                self._append(shard, idx + 1, seq, seq, pk, data, arrival, None)
+                continue
+            for sub, user in enumerate(users):
+                # Until its last user record is written, the stream record is read again after a
+                # restart (at-least-once): its checkpoint stays at it.
+                resume = idx + 1 if sub == len(users) - 1 else idx
+                self._append(shard, resume, f"{seq}:{sub}", seq, user.partition_key, user.data, arrival, sub)
+
+    def _append(self, shard: Any, resume: int, record_id: str, seq: str, pk: str, data: bytes,
+                arrival: float, sub: int | None) -> None:
+        kinesis = {"shardId": shard.shard_id, "sequenceNumber": seq, "partitionKey": pk,
+                   "approximateArrivalTimestamp": arrival}
+        if sub is not None:
+            kinesis["subsequenceNumber"] = sub
+        self.pending.append(Record(id=record_id, data=data, arrival=arrival, position=(shard.uid, resume),
+                                   kinesis=kinesis))
+        self.pending_bytes += len(data)
+        self.per_shard[shard.uid] += 1
 
     def take(self, max_bytes: int) -> list[Record]:
         out, size = [], 0
@@ -115,11 +135,11 @@ class KinesisSource:
         """The object holding `records` (a prefix of `pending`) was written: checkpoint past them."""
         del self.pending[:len(records)]
         for r in records:
-            uid, idx = r.position
+            uid, resume = r.position
             self.pending_bytes -= len(r.data)
             self.per_shard[uid] -= 1
             mark = self.checkpoint.setdefault(uid, {"index": 0, "done": False})
-            mark["index"] = max(mark["index"], idx + 1)
+            mark["index"] = max(mark["index"], resume)
         self._save()
 
     def wait(self, timeout: float) -> None:

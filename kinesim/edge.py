@@ -5,11 +5,16 @@
   cost. It is checked first for the same reason.
 - Lambda's REST-JSON API: paths under the model's date prefixes (`/2015-03-31/functions/...`).
 - S3's REST-XML API: virtual-host style (`Host: bucket.localhost`) or path style.
-- kinesim's own routes (`/_kinesim/...`: health, logs, stacks, metrics): the Flask app.
+- kinesim's own routes (`/_kinesim/...`: health, logs, stacks, metrics): the Flask app of `admin.py`.
+
+Before any service sees a request, `guard.py` checks its Host and Origin (and answers CORS for
+allowed origins) and, with `--verify-signatures`, `protocol/sigv4.py` checks its signature.
+A request refused, or answered with an error before its body was read, still has its body read
+afterwards (`_ThenDrain`), so that clients which write first see the answer, not a reset.
 """
 from __future__ import annotations
 
-import ipaddress
+import base64
 import itertools
 import logging
 import os
@@ -18,16 +23,16 @@ import uuid
 from typing import Any, Callable, Iterable
 
 import orjson
-from flask import Flask, abort, jsonify, request, send_file
 
 from firehose.service import FirehoseService
 
+from .admin import admin_app, is_loopback
 from .config import Settings, SettingsError
 from .functions.service import LambdaService
 from .guard import Refusal, RequestGuard
 from .kinesis.retention import Sweeper
 from .kinesis.service import KinesisService
-from .protocol import auth, codec, sigv4
+from .protocol import auth, codec, eventstream, sigv4
 from .protocol.errors import AwsError
 from .protocol.rest import RestApp
 from .s3.api import S3App, is_s3_request
@@ -35,11 +40,12 @@ from .s3.objects import ObjectStore
 from .store import Store
 
 log = logging.getLogger("kinesim.edge")
-_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9-_]{1,64}")
 
 # 10 MiB records (UpdateMaxRecordSize) arrive base64-encoded: ~13.4 MiB of JSON.
 MAX_REQUEST_BYTES = 14 * 1024 * 1024
-JSON_TYPES = ("application/x-amz-json-1.1", "application/json")
+JSON_TYPES = ("application/x-amz-json-1.1",)
+_NO_OPERATION = "Unable to determine service/operation name to be authorized"
+_FORMAT = "kinesim.error_format"
 CBOR_TYPE = "application/x-amz-cbor-1.1"
 
 
@@ -48,17 +54,30 @@ _REQUEST_ID_PREFIX = str(uuid.uuid4())[:24]
 _request_counter = itertools.count(1)
 
 
+# x-amz-id-2: 72 bytes in base64, as AWS's (and kinesalite's recordings): 66 random bytes per
+# process, then 6 bytes of the request counter.
+_ID2_PREFIX = base64.b64encode(os.urandom(66)).decode()
+
+
 def request_id() -> str:
     """A UUID-shaped request id: a random per-process prefix and a counter (uuid4 per call costs
     more than the rest of a PutRecord's bookkeeping)."""
     return f"{_REQUEST_ID_PREFIX}{next(_request_counter) & 0xFFFFFFFFFFFF:012x}"
 
 
-class StreamingResponse:
-    """An operation's answer that is a stream of bytes (SubscribeToShard's event stream)."""
+def _ids() -> list[tuple[str, str]]:
+    """The two ids every answer of AWS's JSON services carries."""
+    n = next(_request_counter) & 0xFFFFFFFFFFFF
+    return [("x-amzn-RequestId", f"{_REQUEST_ID_PREFIX}{n:012x}"),
+            ("x-amz-id-2", _ID2_PREFIX + base64.b64encode(n.to_bytes(6, "big")).decode())]
 
-    def __init__(self, chunks: Iterable[bytes], content_type: str = "application/vnd.amazon.eventstream"):
-        self.chunks, self.content_type = chunks, content_type
+
+def _signed_for(environ: dict[str, Any]) -> str | None:
+    """The service named in the request's SigV4 credential scope, if any."""
+    authorization = environ.get("HTTP_AUTHORIZATION")
+    scope = auth.credential_scope({"authorization": authorization}, environ.get("QUERY_STRING", "")) \
+        if authorization or "X-Amz-Credential" in environ.get("QUERY_STRING", "") else None
+    return scope[3] if scope and len(scope) >= 4 else None
 
 
 class Edge:
@@ -75,8 +94,9 @@ class Edge:
         self.firehose = FirehoseService(settings, self.store, self.objects, self.kinesis,
                                         self.functions.invoke_function)
         self.services[self.firehose.target_prefix] = self.firehose
+        self.json_signing_names = frozenset(("kinesis", "firehose"))
         self.firehose.start()  # resumes delivery of what was buffered before a restart
-        self.flask = self._flask_app()
+        self.flask = admin_app(self)
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
         self.verifier = sigv4.Verifier(_secrets(settings)) if settings.verify_signatures else None
         self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
@@ -86,98 +106,20 @@ class Edge:
         self.sweeper.stop()
         self.firehose.close()
         self.functions.close()
+        self.kinesis.close()
         self.store.close()
-
-    def _flask_app(self) -> Flask:
-        app = Flask("kinesim")
-
-        # A delivery stream's delivery metrics (CloudWatch's DeliveryToS3.* and friends).
-        @app.get("/_kinesim/firehose/<name>/metrics")
-        def firehose_metrics(name: str):
-            found = self.firehose.deliveries.metrics(name)
-            if found is None:
-                return jsonify(message=f"Firehose {name} under account {self.settings.account_id} not found."), 404
-            return jsonify(found)
-
-        @app.get("/_kinesim/health")
-        def health():
-            doc = dict(status="running", services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3")},
-                       region=self.settings.region, account_id=self.settings.account_id)
-            if _is_loopback(request.remote_addr):
-                # Where buckets are plain directories (a temp one when in memory): `kinesim sql` on
-                # this machine reads delivered objects from there. Other machines have no use for
-                # the paths and are not told them.
-                doc.update(data_dir=None if self.settings.in_memory else self.settings.data_dir,
-                           s3_root=self.objects.root)
-            return jsonify(doc)
-
-        # Deployed stacks' state (`kinesim deploy`): what each template created, kept with the data
-        # so that a redeploy against this server updates in place and `--delete` knows what to remove.
-        @app.get("/_kinesim/stacks/<name>")
-        def get_stack(name: str):
-            stack = self.store.document("stack", name)
-            return (jsonify(stack), 200) if stack is not None else (jsonify(message=f"Stack {name} does not exist"), 404)
-
-        @app.put("/_kinesim/stacks/<name>")
-        def put_stack(name: str):
-            try:
-                body = orjson.loads(request.get_data())
-                if not isinstance(body, dict):
-                    return jsonify(message="A stack is a JSON object"), 400
-                self.store.put_document("stack", name, body)
-            except (orjson.JSONDecodeError, RecursionError):  # json's encoder stops at ~1000 levels
-                return jsonify(message="A stack is a JSON object (nested less than 1000 levels deep)"), 400
-            return jsonify(body)
-
-        @app.delete("/_kinesim/stacks/<name>")
-        def delete_stack(name: str):
-            self.store.delete_document("stack", name)
-            return "", 204
-
-        # A function's log events (`kinesim logs`): ?since=<epoch ms>, oldest first.
-        @app.get("/_kinesim/logs/<function>")
-        def function_logs(function: str):
-            if not _FUNCTION_NAME.fullmatch(function):
-                return jsonify(message=f"{function!r} is not a function name"), 400
-            try:
-                since = int(request.args.get("since", "0"))
-                limit = int(request.args.get("limit", "10000"))
-            except ValueError:
-                return jsonify(message="since and limit are integers (epoch milliseconds, a count)"), 400
-            return jsonify(logGroupName=self.functions.logs.group_name(function),
-                           events=self.functions.logs.read(function, since, max(1, min(limit, 10000))))
-
-        # GetFunction's Code.Location: the deployment package as uploaded.
-        @app.get("/_kinesim/functions/<function>/code.zip")
-        def function_code(function: str):
-            fn = self.functions.functions.get(function)
-            path = fn and self.functions.code.package_path(function, fn.get("PackageId", ""))
-            if not path:
-                abort(404)
-            return send_file(path, mimetype="application/zip", download_name=f"{function}.zip")
-
-        return app
 
     # WSGI entry point
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
-        if "HTTP_X_AMZ_TARGET" in environ:
-            app = None  # the JSON protocols (Kinesis, Firehose): the data plane's hot path
-        elif self.lambda_rest.accepts(environ):
-            app = self.lambda_rest
-        elif is_s3_request(environ):
-            app = self.s3
-        elif environ.get("REQUEST_METHOD") != "POST":
-            app = self.flask
-        else:
-            app = None
+        app = None if "HTTP_X_AMZ_TARGET" in environ else self._route(environ)
         try:
             origin = self.guard.check(environ)
         except Refusal as refusal:
             return self._refuse(AwsError("AccessDeniedException", refusal.message, 403), environ, start_response, app)
         if origin is not None:
             if self.guard.is_preflight(environ):
-                return self.guard.preflight(environ, origin, start_response)
+                return self.guard.preflight(environ, origin, start_response, request_id())
             start_response = self.guard.with_cors(origin, start_response)
         if self.verifier is not None:
             refused = self._verify(environ, app)
@@ -195,12 +137,26 @@ class Edge:
             return self._refuse(err, environ, start_response, app)
         return app(environ, start_response)
 
+    def _route(self, environ: dict[str, Any]) -> Any:
+        """The app for a request without `X-Amz-Target` (None: the JSON protocols' own answers).
+        What the request is signed for decides first: a GET signed for Kinesis gets Kinesis's
+        answer, not a page of kinesim's own."""
+        if self.lambda_rest.accepts(environ):
+            return self.lambda_rest
+        if is_s3_request(environ):
+            return self.s3
+        if environ.get("PATH_INFO", "").startswith("/_kinesim/"):
+            return self.flask
+        if environ.get("REQUEST_METHOD") == "POST" or _signed_for(environ) in self.json_signing_names:
+            return None
+        return self.flask
+
     def _verify(self, environ: dict[str, Any], app: Any) -> AwsError | None:
         """--verify-signatures: AWS's answer to a request not signed with a configured secret.
         kinesim's own routes have no signature to check: only this machine may use them (its
         command-line tools do), and anyone may ask whether the server is up."""
         if app is self.flask:
-            if environ.get("PATH_INFO") == "/_kinesim/health" or _is_loopback(environ.get("REMOTE_ADDR")):
+            if environ.get("PATH_INFO") == "/_kinesim/health" or is_loopback(environ.get("REMOTE_ADDR")):
                 return None
             return AwsError("AccessDeniedException", "kinesim's own routes answer this machine only when "
                                                      "--verify-signatures is on", 403)
@@ -218,7 +174,7 @@ class Edge:
             status_line, headers, body = app.error_answer(err, environ)
         else:
             status_line, headers, body = self._error(err, environ)
-        headers = headers + [("x-amzn-RequestId", request_id()), ("Content-Length", str(len(body)))]
+        headers = headers + _ids() + [("Content-Length", str(len(body)))]
         return _answer_unread(environ, start_response, status_line, headers, body)
 
     def json_protocol(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
@@ -229,10 +185,10 @@ class Edge:
         except Exception:
             log.exception("internal error")
             status, headers, body = self._error(AwsError("InternalFailure", None, 500), environ)
-        headers.append(("x-amzn-RequestId", request_id()))
-        if isinstance(body, StreamingResponse):
-            start_response(status, headers + [("Content-Type", body.content_type)])
-            return body.chunks
+        headers += _ids()
+        if isinstance(body, eventstream.EncodedEvents):
+            start_response(status, headers + [("Content-Type", eventstream.EVENTSTREAM_CONTENT_TYPE)])
+            return body
         headers.append(("Content-Length", str(len(body))))
         if environ.get(_UNREAD):
             return _answer_unread(environ, start_response, status, headers, body)
@@ -244,8 +200,10 @@ class Edge:
         return environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
 
     def _error(self, err: AwsError, environ: dict[str, Any]) -> tuple[str, list, bytes]:
-        ctype = self._content_type(environ)
-        fmt = "cbor" if ctype == CBOR_TYPE else "json" if ctype in JSON_TYPES else "xml"
+        fmt = environ.get(_FORMAT)
+        if fmt is None:
+            ctype = self._content_type(environ)
+            fmt = "cbor" if ctype == CBOR_TYPE else "json" if ctype in JSON_TYPES else "xml"
         status, headers, body = codec.encode_error(err, fmt)
         return _status_line(status), list(headers.items()), body
 
@@ -265,28 +223,38 @@ class Edge:
                 raise _too_large(environ)
         else:
             body = b""
+        # The order of AWS's checks, as kinesalite recorded them from Kinesis: method, empty body,
+        # content type, body, target, credentials.
         if environ.get("REQUEST_METHOD") != "POST":
-            raise AwsError("AccessDeniedException", "Unable to determine service/operation name to be authorized", 403)
+            raise _answered_as("xml", AwsError("AccessDeniedException", _NO_OPERATION, 403), environ)
         prefix, _, op = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
         service = self.services.get(prefix)
         known = service is not None and service.has_operation(op)
         ctype = self._content_type(environ)
+        if not body:  # answered in CBOR unless the request says JSON 1.1, whatever else it says
+            raise _answered_as("json" if ctype == codec.JSON_CONTENT_TYPE else "cbor",
+                               AwsError("SerializationException" if known else "UnknownOperationException"), environ)
+        if ctype == "application/json":
+            # AWS's front end answers plain JSON in the envelope of its old Coral protocol.
+            raise _answered_as("coral", AwsError("UnknownOperationException", None, 404) if _is_json(body)
+                               else AwsError("SerializationException"), environ)
         if ctype not in JSON_TYPES and ctype != CBOR_TYPE:
             if not prefix or not op:
-                raise AwsError("AccessDeniedException",
-                               "Unable to determine service/operation name to be authorized", 403)
+                raise AwsError("AccessDeniedException", _NO_OPERATION, 403)
             raise AwsError("UnknownOperationException", None, 404)
-        if not body.strip():
-            raise AwsError("SerializationException" if known else "UnknownOperationException")
         params, fmt = codec.decode_request(body, ctype)
         if not known:
             raise AwsError("UnknownOperationException")
         auth.check_auth("POST", _Headers(environ), environ.get("QUERY_STRING", ""))
         result = service.call(op, params, cbor=fmt == "cbor")
-        if isinstance(result, StreamingResponse):
-            return "200 OK", [], result
-        out, content_type = codec.encode_response(
-            result, fmt, service.validator.output_timestamp_members(op) if fmt == "cbor" else frozenset())
+        timestamps = service.validator.output_timestamp_members(op) if fmt == "cbor" else frozenset()
+        if isinstance(result, eventstream.EventStream):
+            # Each event's payload in the request's protocol: CBOR for the Java SDK and the KCL.
+            return "200 OK", [], result.encoded(lambda body: codec.encode_response(body, fmt, timestamps)[0],
+                                                codec.response_type(fmt))
+        if not service.validator.has_output(op):  # AWS sends no body at all, not `{}`
+            return "200 OK", [("Content-Type", codec.response_type(fmt))], b""
+        out, content_type = codec.encode_response(result, fmt, timestamps)
         return "200 OK", [("Content-Type", content_type)], out
 
 
@@ -310,13 +278,6 @@ def _secrets(settings: Settings) -> dict[str, str]:
         raise SettingsError("--verify-signatures needs the credentials to accept: --credential KEY_ID:SECRET, "
                             "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in kinesim's environment")
     return secrets
-
-
-def _is_loopback(address: str | None) -> bool:
-    try:
-        return address is not None and ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 class _ThenDrain:
@@ -356,6 +317,20 @@ def _answer_unread(environ: dict[str, Any], start_response: Callable, status: st
         return [body]
     start_response(status, headers)
     return _ThenDrain(environ, body)
+
+
+def _answered_as(fmt: str, err: AwsError, environ: dict[str, Any]) -> AwsError:
+    """`err`, to be answered in `fmt` whatever the request's content type says."""
+    environ[_FORMAT] = fmt
+    return err
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        orjson.loads(body)
+        return True
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _too_large(environ: dict[str, Any]) -> AwsError:

@@ -41,8 +41,8 @@ TRUSTED_SUFFIXES = (".localhost", ".amazonaws.com", ".amazonaws.com.cn")
 PREFLIGHT_MAX_AGE = "172800"
 # Response headers a browser SDK reads: request ids, S3's object metadata and checksums, Lambda's
 # function error and log tail, the event stream's content type.
-EXPOSE_HEADERS = ", ".join((
-    "x-amzn-RequestId", "x-amz-request-id", "x-amz-id-2", "x-amzn-ErrorType", "x-amz-apigw-id",
+EXPOSE_HEADERS = ",".join((
+    "x-amzn-RequestId", "x-amzn-ErrorType", "x-amz-request-id", "x-amz-id-2", "x-amzn-ErrorMessage", "x-amz-apigw-id",
     "Date", "ETag", "Content-Length", "Content-Type", "Content-Range", "Last-Modified", "x-amz-version-id",
     "x-amz-delete-marker", "x-amz-server-side-encryption", "x-amz-checksum-crc32", "x-amz-checksum-crc32c",
     "x-amz-checksum-sha1", "x-amz-checksum-sha256", "x-amz-checksum-crc64nvme", "x-amz-function-error",
@@ -143,16 +143,20 @@ class RequestGuard:
 
     @staticmethod
     def is_preflight(environ: dict[str, Any]) -> bool:
-        return environ.get("REQUEST_METHOD") == "OPTIONS" and "HTTP_ACCESS_CONTROL_REQUEST_METHOD" in environ
+        # AWS answers any OPTIONS that carries an Origin as a preflight, even without
+        # Access-Control-Request-Method (kinesalite's recordings of Kinesis).
+        return environ.get("REQUEST_METHOD") == "OPTIONS"
 
     @staticmethod
-    def preflight(environ: dict[str, Any], origin: str, start_response: Callable) -> list[bytes]:
-        headers = [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
-                   ("Access-Control-Allow-Methods", environ["HTTP_ACCESS_CONTROL_REQUEST_METHOD"]),
+    def preflight(environ: dict[str, Any], origin: str, start_response: Callable, request_id: str) -> list[bytes]:
+        """200, empty, the requested method and headers echoed, cached for two days; a request id
+        but no x-amz-id-2 (as AWS answers)."""
+        headers = [("x-amzn-RequestId", request_id), ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
                    ("Access-Control-Max-Age", PREFLIGHT_MAX_AGE), ("Content-Length", "0")]
-        requested = environ.get("HTTP_ACCESS_CONTROL_REQUEST_HEADERS")
-        if requested:
-            headers.append(("Access-Control-Allow-Headers", requested))
+        for asked, allowed in (("HTTP_ACCESS_CONTROL_REQUEST_METHOD", "Access-Control-Allow-Methods"),
+                               ("HTTP_ACCESS_CONTROL_REQUEST_HEADERS", "Access-Control-Allow-Headers")):
+            if environ.get(asked):
+                headers.append((allowed, environ[asked]))
         start_response("200 OK", headers)
         return [b""]
 

@@ -10,6 +10,7 @@ import time
 import pytest
 from botocore.eventstream import EventStreamBuffer
 
+from kinesim.protocol import codec
 from kinesim.protocol.errors import AwsError
 
 from conftest import make_service
@@ -43,7 +44,7 @@ class Reader:
 
     def __init__(self, response):
         assert response.content_type == "application/vnd.amazon.eventstream"
-        self.response = response
+        self.chunks = response.encoded(lambda body: codec.encode_response(body, "json")[0], "application/json")
         self.frames: list[tuple[float, dict, bytes]] = []
         self.changed = threading.Condition()
         self.done = False
@@ -53,7 +54,7 @@ class Reader:
     def _run(self):
         buf = EventStreamBuffer()
         try:
-            for chunk in self.response.chunks:
+            for chunk in self.chunks:
                 buf.add_data(chunk)
                 for message in buf:
                     with self.changed:
@@ -80,7 +81,7 @@ class Reader:
         return [(t, r) for t, e in self.events() for r in e["Records"]]
 
     def close(self):
-        self.response.chunks.close()
+        self.chunks.close()
         self.thread.join(5)
         assert not self.thread.is_alive()
 

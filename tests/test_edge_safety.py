@@ -144,7 +144,7 @@ def test_allowed_hosts_flag(tmp_path_factory):
 # kinesim's own routes
 
 def test_health_paths_only_for_this_machine(srv):
-    from kinesim.edge import _is_loopback
+    from kinesim.admin import is_loopback as _is_loopback
     assert requests.get(f"{srv.url}/_kinesim/health").json()["s3_root"].endswith("s3")
     assert _is_loopback("127.0.0.1") and _is_loopback("::1") and not _is_loopback("192.168.1.5")
     assert not _is_loopback(None) and not _is_loopback("garbage")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -14,14 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import start_server
+from npm_setup import NODE, NPM, NPM_TIMEOUT_S, ensure_node_modules
 
 NODE_DIR = Path(__file__).parent / "node"
 SCRIPT = NODE_DIR / "kinesis_h2.mjs"
-NPM_TIMEOUT_S = 300
 SCRIPT_TIMEOUT_S = 180
 
-NODE = shutil.which("node")
-NPM = shutil.which("npm")
 
 pytestmark = [
     pytest.mark.skipif(
@@ -32,36 +29,9 @@ pytestmark = [
 ]
 
 
-def _install_stamp() -> Path:
-    # npm writes node_modules/.package-lock.json on every install / ci
-    return NODE_DIR / "node_modules" / ".package-lock.json"
-
-
-def _ensure_node_modules() -> None:
-    """`npm ci` (package-lock.json is committed) when node_modules is missing or older than
-    package.json / package-lock.json."""
-    stamp = _install_stamp()
-    inputs = [NODE_DIR / "package.json", NODE_DIR / "package-lock.json"]
-    newest = max(p.stat().st_mtime for p in inputs if p.exists())
-    if stamp.exists() and stamp.stat().st_mtime >= newest:
-        return
-    has_lock = (NODE_DIR / "package-lock.json").exists()
-    cmd = [NPM, "ci" if has_lock else "install", "--no-audit", "--no-fund"]
-    t0 = time.monotonic()
-    try:
-        res = subprocess.run(cmd, cwd=NODE_DIR, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{' '.join(cmd)} timed out after {NPM_TIMEOUT_S}s\nstdout:\n{e.stdout}\nstderr:\n{e.stderr}")
-    if res.returncode != 0:
-        pytest.fail(f"{' '.join(cmd)} failed with exit code {res.returncode}\n"
-                    f"stdout:\n{res.stdout}\nstderr:\n{res.stderr}")
-    os.utime(stamp)  # npm ci may keep the lock's mtime; mark this install as current
-    print(f"\n{' '.join(cmd)} took {time.monotonic() - t0:.1f}s")
-
-
 @pytest.fixture(scope="module")
 def node_server(tmp_path_factory):
-    _ensure_node_modules()
+    ensure_node_modules(NODE_DIR)
     proc = start_server(tmp_path_factory)
     yield proc
     proc.stop()

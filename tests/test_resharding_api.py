@@ -499,10 +499,11 @@ def test_stream_is_updating_while_resharding_then_active(slow_server):
     k.split_shard(StreamName="slow", ShardToSplit=sid(0), NewStartingHashKey="1000")
     assert k.describe_stream_summary(StreamName="slow")["StreamDescriptionSummary"]["StreamStatus"] == "UPDATING"
     # Reads and writes go on while UPDATING; control-plane changes wait.
-    assert k.put_record(StreamName="slow", Data=b"x", PartitionKey="k")["ShardId"] in (sid(1), sid(2), sid(3))
+    # The split takes effect when UPDATING ends: until then records go to the old shards.
+    assert k.put_record(StreamName="slow", Data=b"x", PartitionKey="k")["ShardId"] in (sid(0), sid(1))
     message = f"Stream slow under account {ACCOUNT} not ACTIVE, instead in state UPDATING"
     for call in (lambda: k.split_shard(StreamName="slow", ShardToSplit=sid(1), NewStartingHashKey=str(3 << 126)),
-                 lambda: k.merge_shards(StreamName="slow", ShardToMerge=sid(2), AdjacentShardToMerge=sid(3)),
+                 lambda: k.merge_shards(StreamName="slow", ShardToMerge=sid(0), AdjacentShardToMerge=sid(1)),
                  lambda: k.update_shard_count(StreamName="slow", TargetShardCount=4, ScalingType="UNIFORM_SCALING")):
         with pytest.raises(ClientError) as e:
             call()

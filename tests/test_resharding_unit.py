@@ -162,18 +162,18 @@ def test_split_of_closed_or_unknown_shard(svc):
 
 def test_split_while_updating_is_refused(tmp_path):
     svc = make_service(tmp_path, update_stream_ms=60000)
-    create(svc, "s", 1)
-    call(svc, "SplitShard", StreamName="s", ShardToSplit="shardId-000000000000", NewStartingHashKey=str(1 << 127))
+    create(svc, "s", 2)
+    call(svc, "SplitShard", StreamName="s", ShardToSplit="shardId-000000000000", NewStartingHashKey="1000")
     assert call(svc, "DescribeStreamSummary", StreamName="s")["StreamDescriptionSummary"]["StreamStatus"] == "UPDATING"
-    err = error(svc, "SplitShard", StreamName="s", ShardToSplit="shardId-000000000001", NewStartingHashKey="1000")
+    err = error(svc, "SplitShard", StreamName="s", ShardToSplit="shardId-000000000001", NewStartingHashKey=str(3 << 126))
     assert (err.code, err.message) == (
         "ResourceInUseException", f"Stream s under account {ACCOUNT} not ACTIVE, instead in state UPDATING")
-    err = error(svc, "MergeShards", StreamName="s", ShardToMerge="shardId-000000000001",
-                AdjacentShardToMerge="shardId-000000000002")
+    err = error(svc, "MergeShards", StreamName="s", ShardToMerge="shardId-000000000000",
+                AdjacentShardToMerge="shardId-000000000001")
     assert err.code == "ResourceInUseException"
     err = error(svc, "UpdateShardCount", StreamName="s", TargetShardCount=1, ScalingType="UNIFORM_SCALING")
     assert err.code == "ResourceInUseException"
-    assert len(list_all(svc, "s")) == 3
+    assert len(list_all(svc, "s")) == 2  # the split takes effect when UPDATING ends
     svc.store.close()
 
 

@@ -72,9 +72,15 @@ def _response(doc: dict[str, Any], state: str) -> dict[str, Any]:
 
 @operation("CreateEventSourceMapping")
 def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+    # AWS's order (LocalStack's AWS recordings, test_event_source_mapping_exceptions): the source ARN's
+    # presence, the DestinationConfig, the function, and only then the source itself.
     source = p.get("EventSourceArn")
     if not source:
         raise invalid_parameter("Unrecognized event source.")
+    _check_settings(p)
+    name, qualifier = svc.parse_function_ref(p["FunctionName"])
+    if name not in svc.functions or qualifier not in (None, "$LATEST"):
+        raise invalid_parameter("Function does not exist")
     _stream_name(svc, source)
     position = p.get("StartingPosition")
     if position is None:
@@ -82,10 +88,6 @@ def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
                                 "constraint: Member must not be null.")
     if position == "AT_TIMESTAMP" and p.get("StartingPositionTimestamp") is None:
         raise invalid_parameter("StartingPositionTimestamp is required when StartingPosition is AT_TIMESTAMP.")
-    _check_settings(p)
-    name, qualifier = svc.parse_function_ref(p["FunctionName"])
-    if name not in svc.functions or qualifier not in (None, "$LATEST"):
-        raise invalid_parameter("Function does not exist")
     function_arn = svc.function_arn(name, qualifier)
     uuid = str(uuidlib.uuid4())
     doc: dict[str, Any] = {

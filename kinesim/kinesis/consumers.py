@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 import threading
 import time
@@ -26,7 +25,7 @@ from typing import Any, Iterator
 
 from ..protocol import eventstream
 from ..protocol.errors import in_use, invalid_argument, limit_exceeded, not_found
-from . import iterators, sequence
+from . import dryrun, iterators, sequence
 from .model import Consumer, Shard, Stream
 from .records import child_shards, read_batch, record_out
 from .service import KinesisService, operation
@@ -231,7 +230,7 @@ class _Subscriptions:
         self.lock = threading.Lock()
         self.active: dict[tuple[str, int], tuple[object, float]] = {}
 
-    def claim(self, key: tuple[str, int], owner: object, until: float, limit: int) -> bool:
+    def claim(self, key: tuple[str, int], owner: object, until: float, limit: int, dry_run: bool = False) -> bool:
         with self.lock:
             held = self.active.get(key)
             if held is not None and held[1] > time.monotonic():
@@ -243,7 +242,8 @@ class _Subscriptions:
                 raise limit_exceeded(
                     f"Too many SubscribeToShard calls open at once: this kinesim server holds at most {limit} "
                     "(start it with a larger --max-subscriptions).")
-            self.active[key] = (owner, until)
+            if not dry_run:  # a dry run only asks whether a claim would succeed
+                self.active[key] = (owner, until)
             return True
 
     def release(self, key: tuple[str, int], owner: object) -> None:
@@ -287,22 +287,24 @@ class Subscription:
     """
 
     def __init__(self, svc: KinesisService, stream: Stream, shard: Shard, consumer: Consumer, index: int,
-                 cbor: bool = False):
+                 dry_run: bool = False):
         self.svc, self.stream, self.shard, self.consumer = svc, stream, shard, consumer
-        self.index, self.cbor = index, cbor
+        self.index = index
         self.key = (consumer.arn, shard.uid)
         self.lifetime = lifetime(svc)
         self.stopped = threading.Event()
         if not _subscriptions(svc).claim(self.key, self, time.monotonic() + self.lifetime + heartbeat(svc),
-                                         svc.settings.max_subscriptions):
+                                         svc.settings.max_subscriptions, dry_run):
             raise in_use(f"Another active subscription exists for this consumer: {svc.account}:{stream.name}:"
                          f"{shard.shard_id}:{consumer.name}")
+        if dry_run:
+            raise dryrun.answer()
         self._events = self._generate()
 
     def __iter__(self) -> "Subscription":
         return self
 
-    def __next__(self) -> bytes:
+    def __next__(self) -> tuple[str, str, dict[str, Any]]:
         return next(self._events)
 
     def close(self) -> None:
@@ -317,14 +319,14 @@ class Subscription:
 
     # the events
 
-    def _generate(self) -> Iterator[bytes]:
+    def _generate(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         try:
-            yield eventstream.encode_event("initial-response", self._encode({}), content_type=self._content_type())
+            yield "event", "initial-response", {}
             yield from self._records()
         finally:
             _subscriptions(self.svc).release(self.key, self)
 
-    def _records(self) -> Iterator[bytes]:
+    def _records(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         svc, stream, shard = self.svc, self.stream, self.shard
         start = time.monotonic()
         deadline = start + self.lifetime
@@ -335,7 +337,7 @@ class Subscription:
         while not self.stopped.is_set():
             gone = self._gone_reason()
             if gone is not None:
-                yield self._exception("ResourceNotFoundException", gone)
+                yield "exception", "ResourceNotFoundException", {"message": gone}
                 return
             closed = not shard.is_open  # read before the batch: a closed shard's tip is final
             rows, next_index, at_tip = read_batch(svc, stream, shard, index, EVENT_MAX_RECORDS, EVENT_MAX_BYTES)
@@ -386,10 +388,7 @@ class Subscription:
             return rows[0][1]
         return sequence.make(shard.created, shard.index, index - 1, shard.created)
 
-    def _content_type(self) -> str:
-        return "application/cbor" if self.cbor else "application/json"
-
-    def _event(self, rows: list, continuation: str | None, at_tip: bool, end: bool) -> bytes:
+    def _event(self, rows: list, continuation: str | None, at_tip: bool, end: bool) -> tuple[str, str, dict]:
         behind = 0 if at_tip or not rows else max(0, int((time.time() - rows[-1][4]) * 1000))
         records = [record_out(r, self.stream) for r in rows]
         body: dict[str, Any] = {"Records": records, "ContinuationSequenceNumber": continuation,
@@ -397,31 +396,11 @@ class Subscription:
         if end:
             with self.stream.lock:  # a reshard closes the parent before it adds the children
                 body["ChildShards"] = child_shards(self.stream, self.shard)
-        return eventstream.encode_event("SubscribeToShardEvent", self._encode(body),
-                                        content_type=self._content_type())
-
-    def _encode(self, body: dict[str, Any]) -> bytes:
-        """An event's payload in the request's protocol."""
-        if self.cbor:
-            return _cbor_payload(body)
-        for r in body.get("Records", ()):
-            r["Data"] = base64.b64encode(r["Data"]).decode()
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    def _exception(self, code: str, message: str) -> bytes:
-        return eventstream.encode_exception(code, json.dumps({"message": message}).encode())
-
-
-def _cbor_payload(body: dict[str, Any]) -> bytes:
-    from ..protocol import codec
-    for r in body.get("Records", ()):
-        r["ApproximateArrivalTimestamp"] = datetime.fromtimestamp(r["ApproximateArrivalTimestamp"])
-    return codec.encode_cbor(body)
+        return "event", "SubscribeToShardEvent", body
 
 
 @operation("SubscribeToShard")
 def subscribe_to_shard(svc: KinesisService, p: dict[str, Any]):
-    from ..edge import StreamingResponse  # the edge imports this package: import it late
     stream, consumer = by_arn(svc, p["ConsumerARN"])
     if consumer.status != "ACTIVE":
         raise not_active(svc, stream, consumer)
@@ -431,4 +410,5 @@ def subscribe_to_shard(svc: KinesisService, p: dict[str, Any]):
     if isinstance(timestamp, datetime):
         timestamp = timestamp.timestamp()
     index = iterators.start_index(svc, stream, shard, position["Type"], position.get("SequenceNumber"), timestamp)
-    return StreamingResponse(Subscription(svc, stream, shard, consumer, index, cbor=bool(p.get("__cbor__"))))
+    return eventstream.EventStream(Subscription(svc, stream, shard, consumer, index,
+                                                    dry_run=bool(p.get("DryRun"))))

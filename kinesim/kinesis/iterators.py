@@ -1,27 +1,34 @@
 """Shard iterators: opaque, tamper-evident positions in a shard that expire after 5 minutes.
 
-Like AWS's, a token is base64 of 8 bytes `00 00 00 00 00 00 00 01` and an opaque body. Ours is
-`created_ms/stream/shardId/next_record_index/shard_uid` plus an HMAC under a key kept in the
-store, so iterators outlive a restart and a forged or edited one is refused.
+Shaped like AWS's: base64 of the 8 bytes `00 00 00 00 00 00 00 01` then 16-byte blocks, at
+least 152 bytes in all (what kinesalite's tests, run against AWS, check). The blocks are
+AES-SIV (RFC 5297) of `created_ms/stream/shardId/next_record_index/shard_uid/000…`, padded to
+whole blocks: the synthetic IV doubles as the authentication tag, so a forged or edited
+iterator is refused and nothing in it is readable. The key derives from one kept in the store,
+so iterators outlive a restart.
 """
 from __future__ import annotations
 
 import base64
 import binascii
 import hashlib
-import hmac
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
-from ..protocol.errors import expired_iterator, invalid_argument, not_found
-from . import sequence
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+from ..protocol.errors import AwsError, expired_iterator, invalid_argument, not_found
+from . import dryrun, sequence
 from .model import Shard, Stream
 from .service import KinesisService, operation
 
 _HEADER = b"\x00\x00\x00\x00\x00\x00\x00\x01"
-_MAC_BYTES = 16
+_BLOCK = 16
+_MIN_BODY = 152 - len(_HEADER) - _BLOCK   # AWS's iterators are never shorter than 152 bytes
 
 
 @dataclass(frozen=True)
@@ -33,24 +40,32 @@ class Position:
     shard_uid: int
 
 
+@lru_cache(maxsize=4)
+def _cipher(key: bytes) -> AESSIV:
+    # AES-256-SIV takes a 64-byte key; the stored key is 32 bytes.
+    return AESSIV(hashlib.sha512(b"kinesim shard iterator\0" + key).digest())
+
+
 def encode(svc: KinesisService, stream: Stream, shard: Shard, index: int) -> str:
-    body = f"{int(time.time() * 1000):014d}/{stream.name}/{shard.shard_id}/{index}/{shard.uid}".encode()
-    mac = hmac.new(svc.iterator_key, body, hashlib.sha256).digest()[:_MAC_BYTES]
-    return base64.b64encode(_HEADER + body + mac).decode()
+    body = f"{int(time.time() * 1000):014d}/{stream.name}/{shard.shard_id}/{index}/{shard.uid}/".encode()
+    size = max(_MIN_BODY, -(-len(body) // _BLOCK) * _BLOCK)
+    sealed = _cipher(svc.iterator_key).encrypt(body.ljust(size, b"0"), [_HEADER])
+    return base64.b64encode(_HEADER + sealed).decode()
 
 
 def decode(svc: KinesisService, token: str) -> Position:
     invalid = invalid_argument("Invalid ShardIterator.")
+    if len(token) > 1 and token[0] == token[-1] == '"':
+        token = token[1:-1]   # AWS accepts a quoted iterator (LocalStack's AWS-validated test)
     try:
         raw = base64.b64decode(token, validate=True)
-    except (binascii.Error, ValueError):
+        if not raw.startswith(_HEADER) or len(raw) < len(_HEADER) + 2 * _BLOCK:
+            raise invalid
+        body = _cipher(svc.iterator_key).decrypt(raw[len(_HEADER):], [_HEADER])
+        created, stream, shard_id, index, uid = body.decode().split("/")[:5]
+        pos = Position(int(created), stream, shard_id, int(index), int(uid))
+    except (binascii.Error, ValueError, InvalidTag):
         raise invalid from None
-    body, mac = raw[len(_HEADER):-_MAC_BYTES], raw[-_MAC_BYTES:]
-    if not raw.startswith(_HEADER) or len(raw) <= len(_HEADER) + _MAC_BYTES or not hmac.compare_digest(
-            mac, hmac.new(svc.iterator_key, body, hashlib.sha256).digest()[:_MAC_BYTES]):
-        raise invalid
-    created, stream, shard_id, index, uid = body.decode().split("/")
-    pos = Position(int(created), stream, shard_id, int(index), int(uid))
     now_ms = int(time.time() * 1000)
     ttl_ms = int(svc.settings.iterator_ttl_s * 1000)
     if now_ms - pos.created_ms > ttl_ms:
@@ -74,18 +89,30 @@ def resolve(svc: KinesisService, pos: Position) -> tuple[Stream, Shard]:
     return stream, shard
 
 
+def shard_index(svc: KinesisService, stream_name: str, given: str) -> int:
+    """The index a client's ShardId names. AWS checks its text before it looks the stream up."""
+    index = sequence.shard_index(given)
+    if index is None:
+        raise not_found(f"Could not find shard {given} in stream {stream_name} under account {svc.account}.")
+    return index
+
+
 def find_shard(svc: KinesisService, stream: Stream, shard_id: str) -> Shard:
-    """A shard by the id a client gave (AWS accepts '1', 'shardId-1', 'shardId-000000000001')."""
-    digits = shard_id.split("-")[-1]
-    index = int(digits) if digits.isdigit() and len(digits) <= 12 else -1
-    if not 0 <= index <= 2147483647:
-        raise not_found(f"Could not find shard {shard_id} in stream {stream.name} under account {svc.account}.")
-    shard = stream.shard(sequence.shard_id(index))
+    """A readable shard by the id a client gave (AWS accepts '1', 'shardId-1', 'shardId-000000000001')."""
+    name = sequence.shard_id(shard_index(svc, stream.name, shard_id))
+    shard = stream.shard(name)
     from .streams import visible_shards
     if shard is None or shard not in visible_shards(svc, stream):
-        raise not_found(f"Shard {sequence.shard_id(index)} in stream {stream.name} under account {svc.account} "
-                        "does not exist")
+        raise not_found(f"Shard {name} in stream {stream.name} under account {svc.account} does not exist")
     return shard
+
+
+def refuse_future(timestamp: float) -> None:
+    """AWS's answer to an AT_TIMESTAMP iterator for a time to come (kinesalite, getShardIterator.js)."""
+    ts_ms, now_ms = int(timestamp * 1000), int(time.time() * 1000)
+    if ts_ms > now_ms:
+        raise invalid_argument("The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. "
+                               f"timestampInMillis: {ts_ms}, currentTimestampInMillis: {now_ms}")
 
 
 def start_index(svc: KinesisService, stream: Stream, shard: Shard, kind: str,
@@ -108,13 +135,16 @@ def start_index(svc: KinesisService, stream: Stream, shard: Shard, kind: str,
     if seq is None:
         raise invalid_argument(both + f"Request specified {kind} and no StartingSequenceNumber.")
     where = f"used in GetShardIterator on shard {shard.shard_id} in stream {stream.name} under account {svc.account}"
+    # AWS's three checks, in its order (kinesalite's getShardIterator.js, recorded against AWS).
     parsed = sequence.parse(seq)
     if parsed is None:
         raise invalid_argument(f"StartingSequenceNumber {seq} {where} is invalid.")
     if parsed.shard_index != shard.index:
         raise invalid_argument(f"Invalid StartingSequenceNumber. It encodes {sequence.shard_id(parsed.shard_index)}, "
                                f"while it was used in a call to a shard with {shard.shard_id}")
-    if parsed.shard_created != shard.created:
+    if parsed.version == 0:
+        raise AwsError("InternalFailure", None, 500)   # AWS fails on small ("version 0") numbers
+    if parsed.version != 2 or parsed.shard_created != shard.created:
         raise invalid_argument(f"StartingSequenceNumber {seq} {where} is invalid because it did not come from "
                                "this stream.")
     index = min(parsed.record_index, shard.next_index)
@@ -123,8 +153,15 @@ def start_index(svc: KinesisService, stream: Stream, shard: Shard, kind: str,
 
 @operation("GetShardIterator")
 def get_shard_iterator(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
-    stream = svc.stream(p)
+    name = svc.stream_name(p)
+    index = shard_index(svc, name, p["ShardId"])
+    stream = svc.find(name)
+    if stream is None:   # AWS names the shard, not the stream
+        raise not_found(f"Shard {sequence.shard_id(index)} in stream {name} under account {svc.account} does not exist")
     shard = find_shard(svc, stream, p["ShardId"])
+    if p["ShardIteratorType"] == "AT_TIMESTAMP" and p.get("Timestamp") is not None:
+        refuse_future(p["Timestamp"])
     index = start_index(svc, stream, shard, p["ShardIteratorType"], p.get("StartingSequenceNumber"),
                         p.get("Timestamp"))
+    dryrun.stop(p)
     return {"ShardIterator": encode(svc, stream, shard, index)}

@@ -100,6 +100,16 @@ class Stream:
     max_record_size_kib: int = 1024
     warm_throughput_mibps: int | None = None
     mode_changed_at: float | None = None
+    # "AUTO" (records spread over the open shards, partition keys optional and ignored) or AWS's
+    # default "USER_PARTITION_KEY". Whoever changes it resets `routing`.
+    distribution: str = "USER_PARTITION_KEY"
+    # Set when CREATING first ends: only then are shards listed (a stream deleted while CREATING
+    # lists none, as kinesalite's, whose Shards stay [] until the stream turns ACTIVE).
+    activated: bool = False
+    # A SplitShard/MergeShards/UpdateShardCount accepted but not yet in effect: AWS answers at once
+    # and changes the shards when UPDATING ends. Its parameters (see resharding.apply_pending),
+    # kept in the document so that an acknowledged reshard survives a kill -9.
+    pending_reshard: dict[str, Any] | None = None
     # Serialises puts and reshards of this stream; readers never take it.
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     # The put path's hash-key router, built once per shard layout (see records.router).
@@ -107,6 +117,13 @@ class Stream:
 
     def open_shards(self) -> list[Shard]:
         return [s for s in self.shards if s.is_open]
+
+    def reserved_shards(self) -> int:
+        """Open shards counted against the account's limit: a pending reshard's children already
+        count, so that nothing created meanwhile can push the account over the limit when they
+        appear."""
+        added = self.pending_reshard["added"] if self.pending_reshard else 0
+        return len(self.open_shards()) + max(0, added)
 
     def shard(self, shard_id: str) -> Shard | None:
         for s in self.shards:
@@ -121,8 +138,9 @@ class Stream:
                 "shard_level_metrics": self.shard_level_metrics, "tags": self.tags,
                 "shards": [s.to_doc() for s in self.shards],
                 "consumers": [c.to_doc() for c in self.consumers.values()],
-                "max_record_size_kib": self.max_record_size_kib,
-                "warm_throughput_mibps": self.warm_throughput_mibps, "mode_changed_at": self.mode_changed_at}
+                "max_record_size_kib": self.max_record_size_kib, "distribution": self.distribution,
+                "warm_throughput_mibps": self.warm_throughput_mibps, "mode_changed_at": self.mode_changed_at,
+                "activated": self.activated, "pending_reshard": self.pending_reshard}
 
     @classmethod
     def from_doc(cls, d: dict[str, Any]) -> "Stream":
@@ -132,7 +150,11 @@ class Stream:
                 shard_level_metrics=d["shard_level_metrics"], tags=d["tags"],
                 shards=[Shard.from_doc(x) for x in d["shards"]],
                 max_record_size_kib=d.get("max_record_size_kib", 1024),
-                warm_throughput_mibps=d.get("warm_throughput_mibps"), mode_changed_at=d.get("mode_changed_at"))
+                distribution=d.get("distribution", "USER_PARTITION_KEY"),
+                warm_throughput_mibps=d.get("warm_throughput_mibps"), mode_changed_at=d.get("mode_changed_at"),
+                # Documents from before the flag: every stream past CREATING had been active.
+                activated=d.get("activated", d["status"] != "CREATING"),
+                pending_reshard=d.get("pending_reshard"))
         s.consumers = {c["name"]: Consumer(**c) for c in d["consumers"]}
         return s
 

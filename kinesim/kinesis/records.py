@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from bisect import bisect_right
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from ..protocol.errors import invalid_argument, not_found, throughput_exceeded, validation_error
 from ..protocol.validation import null_member, violations
 from ..store import StoredRecord
-from . import iterators, sequence
+from . import dryrun, iterators, sequence
 from .model import MAX_HASH, Shard, Stream
 from .service import KinesisService, operation
 
@@ -40,13 +41,26 @@ def router(stream: Stream):
 
     Built once per shard layout: a stream's shard list only ever grows (resharding closes parents
     and appends children; expired closed shards are hidden from listings, never removed), so its
-    length identifies the layout. Callers hold the stream lock."""
+    length identifies the layout. Callers hold the stream lock.
+
+    Under the AUTO record distribution strategy the function ignores the key and deals records
+    to the open shards in turn (AWS "distributes records evenly across shards using
+    service-managed algorithms"). A change of strategy resets `stream.routing`."""
     layout = len(stream.shards)
     if stream.routing is None or stream.routing[0] != layout:
         shards = sorted(stream.open_shards(), key=lambda s: s.start_hash)
-        starts = [s.start_hash for s in shards]
-        stream.routing = (layout, lambda h: shards[bisect_right(starts, h) - 1])
+        if stream.distribution == "AUTO":
+            turns = itertools.cycle(shards)
+            stream.routing = (layout, lambda _key: next(turns))
+        else:
+            starts = [s.start_hash for s in shards]
+            stream.routing = (layout, lambda h: shards[bisect_right(starts, h) - 1])
     return stream.routing[1]
+
+
+def no_key(record: dict[str, Any]) -> None:
+    """The hash key of a record on an AUTO stream: none, the router ignores it."""
+    return None
 
 
 def check_size(stream: Stream, data: bytes, path: str) -> None:
@@ -63,8 +77,8 @@ def check_size(stream: Stream, data: bytes, path: str) -> None:
 def require_partition_keys(entries: list[dict[str, Any]], path: str) -> None:
     """The model leaves PartitionKey optional since streams may use the AUTO record distribution
     strategy, where AWS ignores it; on a stream with the default USER_PARTITION_KEY strategy "a
-    partition key is required" (the model's documentation of PartitionKey). kinesim has no AUTO
-    streams, so every record needs one. AWS's answer is the one it gave while the model required the
+    partition key is required" (the model's documentation of PartitionKey); AUTO streams never
+    call this. AWS's answer is the one it gave while the model required the
     member: a ValidationException per record, at most 10 listed ("10 validation errors detected:
     Value null at 'records.1.member.partitionKey' failed to satisfy constraint: Member must not be
     null; ...", as quoted from AWS in snowplow/enrich#377 and recorded by kinesalite).
@@ -72,6 +86,24 @@ def require_partition_keys(entries: list[dict[str, Any]], path: str) -> None:
     missing = [null_member(path.format(n=n)) for n, r in enumerate(entries, 1) if r.get("PartitionKey") is None]
     if missing:
         raise violations(missing)
+
+
+def auto_put(svc: KinesisService, stream: Stream, p: dict[str, Any]) -> None:
+    """PutRecord's checks on an AUTO stream, where a missing PartitionKey is stored as "" (never a
+    real key: the model's minimum length is 1) and left out of what readers get back.
+
+    "SequenceNumberForOrdering (PutRecord only) – Must not be provided. PutRecord requests that
+    include this field are rejected with an InvalidArgumentException" (docs, service-managed-pk-
+    producing-behavior). AWS's message is not recorded; this one is ours."""
+    if p.get("SequenceNumberForOrdering") is not None:
+        raise invalid_argument(f"SequenceNumberForOrdering cannot be used in PutRecord on stream {stream.name} under "
+                               f"account {svc.account}: the stream uses the AUTO record distribution strategy.")
+    p.setdefault("PartitionKey", "")
+
+
+def with_empty_keys(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """PutRecords' entries on an AUTO stream, a missing PartitionKey stored as "" (see auto_put)."""
+    return [r if "PartitionKey" in r else {**r, "PartitionKey": ""} for r in entries]
 
 
 def notify(shard: Shard) -> None:
@@ -88,20 +120,25 @@ def encryption(stream: Stream, out: dict[str, Any]) -> dict[str, Any]:
 @operation("PutRecord")
 def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = writable(svc, p)
-    require_partition_keys([p], "partitionKey")
+    auto = stream.distribution == "AUTO"
+    if auto:
+        auto_put(svc, stream, p)
+    else:
+        require_partition_keys([p], "partitionKey")
     data = p["Data"]
     check_size(stream, data, "data")
-    key = hash_key(p)
+    key = None if auto else hash_key(p)
     ordering = p.get("SequenceNumberForOrdering")
-    if ordering is not None and sequence.parse(ordering) is None:
+    if ordering is not None and not sequence.valid_ordering(ordering, time.time()):
         raise invalid_argument(f"ExclusiveMinimumSequenceNumber {ordering} used in PutRecord on stream "
                                f"{stream.name} under account {svc.account} is invalid.")
+    dryrun.stop(p)
     with stream.lock:
         shard = router(stream)(key)
         if svc.settings.enforce_limits and not svc.meter.write(shard.uid, len(data)):
             raise throughput_exceeded(f"Rate exceeded for shard {shard.shard_id} in stream {stream.name} "
                                       f"under account {svc.account}.")
-        now = time.time()
+        now = round(time.time(), 3)  # AWS's arrival times have millisecond precision
         index = shard.next_index
         seq = sequence.make(shard.created, shard.index, index, int(now))
         svc.store.append_one(shard.uid, (index, seq, p["PartitionKey"], data, now))
@@ -114,13 +151,19 @@ def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
 def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = writable(svc, p)
     entries = p["Records"]
-    require_partition_keys(entries, "records.{n}.member.partitionKey")
+    auto = stream.distribution == "AUTO"
+    if auto:
+        entries = with_empty_keys(entries)
+    else:
+        require_partition_keys(entries, "records.{n}.member.partitionKey")
+    key_of = no_key if auto else hash_key
     if sum(len(r["Data"]) + len(r["PartitionKey"].encode()) for r in entries) > MAX_PUT_RECORDS_BYTES:
         raise invalid_argument("Records size exceeds 5 MB limit")
     keys = []
     for i, r in enumerate(entries):
         check_size(stream, r["Data"], f"records.{i + 1}.member.data")
-        keys.append(hash_key(r))
+        keys.append(key_of(r))
+    dryrun.stop(p)
     results: list[dict[str, Any]] = []
     batches: dict[int, list[StoredRecord]] = {}
     touched: dict[int, Shard] = {}
@@ -128,7 +171,7 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     enforce = svc.settings.enforce_limits
     with stream.lock:
         route = router(stream)
-        now = time.time()
+        now = round(time.time(), 3)
         arrival = int(now)
         # Indexes are handed out locally and published only after the commit, so a reader
         # never sees a tip whose records are not yet stored.
@@ -185,6 +228,8 @@ def read_batch(svc: KinesisService, stream: Stream, shard: Shard, index: int, li
 
 def record_out(row: StoredRecord, stream: Stream) -> dict[str, Any]:
     out = {"SequenceNumber": row[1], "ApproximateArrivalTimestamp": row[4], "Data": row[3], "PartitionKey": row[2]}
+    if not row[2]:  # put to an AUTO stream without a key: "this value is not returned" (model, Record)
+        del out["PartitionKey"]
     if stream.encryption_type != "NONE":
         out["EncryptionType"] = stream.encryption_type
     return out
@@ -194,6 +239,7 @@ def record_out(row: StoredRecord, stream: Stream) -> dict[str, Any]:
 def get_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     pos = iterators.decode(svc, p["ShardIterator"])
     stream, shard = iterators.resolve(svc, pos)
+    dryrun.stop(p)
     if svc.settings.enforce_limits and not svc.meter.read_call(shard.uid):
         raise throughput_exceeded(f"Rate exceeded for shard {shard.shard_id} in stream {stream.name} "
                                   f"under account {svc.account}.")

@@ -3,8 +3,16 @@
 Every change closes its parents (they keep their records and end with an EndingSequenceNumber)
 and appends children with the next shard indexes, whose ParentShardId/AdjacentParentShardId
 record the lineage. The open shards' hash ranges always cover [0, 2^128-1] exactly, without
-overlap. The new shards exist as soon as the call returns; the stream is UPDATING for
-`update_stream_ms` (0: it stays ACTIVE).
+overlap.
+
+As on AWS, resharding is asynchronous: the call checks everything, records the change on the
+stream (`pending_reshard`, saved in its document, so an acknowledged reshard survives a kill -9)
+and answers; the stream is UPDATING for `update_stream_ms`, during which listings show the old
+shards and puts still go to the parents. When UPDATING ends (`KinesisService.settle`) the change
+is applied: parents close, children appear (kinesalite's splitShard/mergeShards do the same in a
+setTimeout; its recorded tests show one shard right after SplitShard). With 0 ms it applies at
+once. Puts and the change both hold the stream's lock, so every record acknowledged before it is
+in a parent and every later one in a child.
 
 UpdateShardCount (UNIFORM_SCALING) does what AWS says it does, "splits or merges on individual
 shards", so every child has at most two parents that exactly cover its range:
@@ -24,10 +32,10 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from typing import Any
+from typing import Any, Callable
 
 from ..protocol.errors import invalid_argument, limit_exceeded, not_found, validation_error
-from . import records, sequence
+from . import iterators, records, sequence
 from .model import Shard, Stream, even_ranges
 from .service import KinesisService, operation
 from .streams import check_shard_limit
@@ -38,10 +46,7 @@ MAX_SHARDS_PER_STREAM = 10000   # AWS's default per-stream limit for UpdateShard
 def change_shard(svc: KinesisService, stream: Stream, given: str) -> Shard:
     """A shard named in SplitShard/MergeShards, with AWS's not-found texts ('1', 'shardId-1' and
     'shardId-000000000001' name the same shard)."""
-    digits = given.split("-")[-1]
-    index = int(digits) if digits.isdigit() and len(digits) <= 12 else -1
-    if not 0 <= index <= 2147483647:
-        raise not_found(f"Could not find shard {given} in stream {stream.name} under account {svc.account}.")
+    index = iterators.shard_index(svc, stream.name, given)
     shard = stream.shard(sequence.shard_id(index))
     if shard is None:
         raise not_found(f"Could not find shard {sequence.shard_id(index)} in stream {stream.name} "
@@ -54,6 +59,43 @@ def require_open(svc: KinesisService, stream: Stream, shard: Shard) -> None:
         raise invalid_argument(
             f"Shard {shard.shard_id} in stream {stream.name} under account {svc.account} has already been merged "
             "or split, and thus is not eligible for merging or splitting.")
+
+
+def accept(svc: KinesisService, stream: Stream, pending: dict[str, Any]) -> Callable[[], None] | None:
+    """Record a checked reshard on the stream (whose lock the caller holds), make it UPDATING and
+    save it: the change happens when UPDATING ends. Returns what wakes the closed parents' readers
+    if it happened at once (update_stream_ms 0), to call after releasing the lock."""
+    stream.pending_reshard = pending
+    wake = svc.begin(stream, "UPDATING", svc.settings.update_stream_ms)
+    svc.save(stream)
+    svc.settle_when_due(stream)
+    return wake
+
+
+def apply_pending(svc: KinesisService, stream: Stream) -> Callable[[], None]:
+    """Apply `stream.pending_reshard` (the caller holds the stream's lock); returns what wakes the
+    closed parents' readers. Nothing else reshards while the stream is UPDATING, so the shards are
+    as they were when the call was checked. The pending change is one of
+    {"op": "split", "shard": index, "key": "NewStartingHashKey"},
+    {"op": "merge", "shard": index, "adjacent": index},
+    {"op": "scale", "target": TargetShardCount},
+    each with "added": the open shards it adds (negative: removes)."""
+    pending = stream.pending_reshard
+    assert pending is not None
+    change = Reshard(svc, stream)
+
+    def shard(key: str) -> Shard:
+        found = stream.shard(sequence.shard_id(pending[key]))
+        assert found is not None and found.is_open, pending
+        return found
+
+    if pending["op"] == "split":
+        change.split(shard("shard"), int(pending["key"]))
+    elif pending["op"] == "merge":
+        change.merge(shard("shard"), shard("adjacent"))
+    else:
+        uniform_scale(change, sorted(stream.open_shards(), key=lambda s: s.start_hash), even_ranges(pending["target"]))
+    return change.wake
 
 
 def require_provisioned(svc: KinesisService, stream: Stream, op: str) -> None:
@@ -80,9 +122,10 @@ class Reshard:
     def child(self, start: int, end: int, *parents: Shard) -> Shard:
         # A sequence number leads with its shard's creation second, so a child created in its
         # parent's second would compare by the index's low nibble (shard 16 below shard 15).
-        # Created at least one second after every parent (as AWS's children are), each of its
-        # sequence numbers is above all of theirs, EndingSequenceNumber included.
-        created = max(int(self.now), *(p.created + 1 for p in parents))
+        # Created a second after the parents close and after every parent's creation (AWS's
+        # children are created 1 s after their parent's end, kinesalite test/splitShard.js), each
+        # of its sequence numbers is above all of theirs, EndingSequenceNumber included.
+        created = max(int(self.now) + 1, *(p.created + 1 for p in parents))
         shard = Shard(uid=self.svc.new_shard_uid(), index=len(self.stream.shards), start_hash=start,
                       end_hash=end, created=created, parent=parents[0].shard_id,
                       adjacent_parent=parents[1].shard_id if len(parents) > 1 else None)
@@ -99,11 +142,6 @@ class Reshard:
         self.close(upper)
         return self.child(lower.start_hash, upper.end_hash, lower, upper)
 
-    def finish(self) -> None:
-        """The stream UPDATING, and everything persisted."""
-        self.svc.begin(self.stream, "UPDATING", self.svc.settings.update_stream_ms)
-        self.svc.save(self.stream)
-
     def wake(self) -> None:
         """Readers waiting on a now-closed shard see its end (call after releasing the lock)."""
         for shard in self.closed:
@@ -112,9 +150,12 @@ class Reshard:
 
 @operation("SplitShard")
 def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    iterators.shard_index(svc, svc.stream_name(p), p["ShardToSplit"])  # AWS: the id's text, then the stream
     stream = svc.stream(p)
     require_provisioned(svc, stream, "SplitShard")
-    with stream.lock, svc.lock:  # svc.lock: the account's shard count holds until the children exist
+    # svc.lock: the account's shard count holds until the children are reserved (Stream.reserved_shards).
+    with stream.lock, svc.lock:
+        svc.check_active(stream)  # before the shard and its hash range, as AWS (kinesalite's splitShard.js)
         shard = change_shard(svc, stream, p["ShardToSplit"])
         check_shard_limit(svc, 1)
         require_open(svc, stream, shard)
@@ -125,19 +166,20 @@ def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
                 f"in stream {stream.name} under account {svc.account} is not both greater than one plus the "
                 f"shard's StartingHashKey {shard.start_hash} and less than the shard's EndingHashKey "
                 f"{shard.end_hash}.")
-        svc.check_active(stream)
-        change = Reshard(svc, stream)
-        change.split(shard, key)
-        change.finish()
-    change.wake()
+        wake = accept(svc, stream, {"op": "split", "shard": shard.index, "key": str(key), "added": 1})
+    if wake is not None:
+        wake()
     return {}
 
 
 @operation("MergeShards")
 def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
+    for given in (p["ShardToMerge"], p["AdjacentShardToMerge"]):
+        iterators.shard_index(svc, svc.stream_name(p), given)  # AWS: the ids' text, then the stream
     stream = svc.stream(p)
     require_provisioned(svc, stream, "MergeShards")
     with stream.lock:
+        svc.check_active(stream)  # before the shards, as AWS (kinesalite's mergeShards.js)
         shard = change_shard(svc, stream, p["ShardToMerge"])
         adjacent = change_shard(svc, stream, p["AdjacentShardToMerge"])
         require_open(svc, stream, shard)
@@ -147,11 +189,9 @@ def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
             raise invalid_argument(
                 f"Shards {shard.shard_id} and {adjacent.shard_id} in stream {stream.name} under account "
                 f"{svc.account} are not an adjacent pair of shards eligible for merging")
-        svc.check_active(stream)
-        change = Reshard(svc, stream)
-        change.merge(shard, adjacent)
-        change.finish()
-    change.wake()
+        wake = accept(svc, stream, {"op": "merge", "shard": shard.index, "adjacent": adjacent.index, "added": -1})
+    if wake is not None:
+        wake()
     return {}
 
 
@@ -176,10 +216,9 @@ def update_shard_count(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]
             raise limit_exceeded(f"UpdateShardCount cannot scale down below half your current open shard count. "
                                  f"{counts}")
         check_shard_limit(svc, max(0, target - count))
-        change = Reshard(svc, stream)
-        uniform_scale(change, current, even_ranges(target))
-        change.finish()
-    change.wake()
+        wake = accept(svc, stream, {"op": "scale", "target": target, "added": target - count})
+    if wake is not None:
+        wake()
     return {"StreamName": stream.name, "StreamARN": stream.arn, "CurrentShardCount": count,
             "TargetShardCount": target}
 

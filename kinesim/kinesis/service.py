@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..config import Settings
 from ..protocol.errors import in_use, invalid_argument, not_found
@@ -35,6 +35,7 @@ class KinesisService(JsonService):
     def __init__(self, settings: Settings, store: Store):
         # Importing the operation modules registers their operations.
         from . import consumers, iterators, policies, records, resharding, shards, streams, tags  # noqa: F401
+        self._apply_reshard = resharding.apply_pending
         self.settings = settings
         self.store = store
         self.validator = ModelValidator("kinesis")
@@ -44,6 +45,7 @@ class KinesisService(JsonService):
         # must not wait for a stream's lock, and the uid counter has a leaf lock of its own.
         self.lock = threading.RLock()  # the streams map: creation/deletion, account-wide shard counts
         self._uid_lock = threading.Lock()
+        self._timers: list[threading.Timer] = []
         self.streams: dict[str, Stream] = {}
         for doc in store.documents("stream").values():
             stream = Stream.from_doc(doc)
@@ -59,6 +61,8 @@ class KinesisService(JsonService):
         self.policies: dict[str, str] = store.documents("policy")
         self.meter = Meter()
         self._finish_interrupted_drops()
+        for stream in self.streams.values():
+            self.settle_when_due(stream)  # a reshard acknowledged before a restart still happens
 
     # identity
 
@@ -133,6 +137,7 @@ class KinesisService(JsonService):
 
     def settle(self, stream: Stream) -> None:
         """Apply the stream's due state change: CREATING/UPDATING -> ACTIVE, DELETING -> gone."""
+        wake = None
         with stream.lock:
             if not stream.ready_at or time.time() < stream.ready_at:
                 return
@@ -140,15 +145,59 @@ class KinesisService(JsonService):
             if stream.status == "DELETING":
                 self.drop(stream)
                 return
-            stream.status = "ACTIVE"
+            wake = self._activate(stream)
             self.save(stream)
+        if wake is not None:
+            wake()
 
-    def begin(self, stream: Stream, status: str, delay_ms: int) -> None:
-        """Enter CREATING/UPDATING/DELETING for `delay_ms` (0: the change is immediate)."""
+    def begin(self, stream: Stream, status: str, delay_ms: int) -> Callable[[], None] | None:
+        """Enter CREATING/UPDATING/DELETING for `delay_ms` (0: the change is immediate). If the
+        stream became ACTIVE at once and that closed shards, returns what wakes their readers (to
+        call after releasing the stream's lock)."""
         if delay_ms <= 0:
-            stream.status, stream.ready_at = ("DELETING", time.time()) if status == "DELETING" else ("ACTIVE", 0.0)
-        else:
-            stream.status, stream.ready_at = status, time.time() + delay_ms / 1000.0
+            if status == "DELETING":
+                stream.status, stream.ready_at = "DELETING", time.time()
+                return None
+            return self._activate(stream)
+        stream.status, stream.ready_at = status, time.time() + delay_ms / 1000.0
+        return None
+
+    def _activate(self, stream: Stream) -> Callable[[], None] | None:
+        """CREATING/UPDATING ends (the caller holds the stream's lock): a pending reshard changes
+        the shards now, as kinesalite's splitShard/mergeShards do in the setTimeout that ends
+        UPDATING, and the stream's shards are listed from now on."""
+        wake = None
+        if stream.pending_reshard is not None:
+            wake = self._apply_reshard(self, stream)
+            stream.pending_reshard = None
+        stream.status, stream.ready_at, stream.activated = "ACTIVE", 0.0, True
+        return wake
+
+    def settle_when_due(self, stream: Stream) -> None:
+        """Settle a stream with a pending reshard when its UPDATING ends, without waiting for a
+        call to look it up: readers waiting on a parent (SubscribeToShard) then see it close."""
+        if stream.pending_reshard is None or stream.status != "UPDATING":
+            return
+        timer = threading.Timer(max(0.0, stream.ready_at - time.time()), self._settle_due, (stream,))
+        timer.name, timer.daemon = f"kinesim-reshard-{stream.name}", True
+        self._timers = [t for t in self._timers if t.is_alive()] + [timer]
+        timer.start()
+
+    def close(self) -> None:
+        """Stop the timers of pending reshards (a restart applies those from the stored documents)."""
+        for timer in self._timers:
+            timer.cancel()
+
+    def _settle_due(self, stream: Stream) -> None:
+        if self.streams.get(stream.name) is not stream:
+            return  # deleted meanwhile: the reshard never happens
+        if stream.pending_reshard is not None and stream.status == "UPDATING" and time.time() < stream.ready_at:
+            self.settle_when_due(stream)  # the timer's clock ran ahead of the wall clock
+            return
+        try:
+            self.settle(stream)
+        except Exception as err:  # e.g. the store closed by a shutdown; the next lookup settles instead
+            log.warning("settling stream %s failed: %s", stream.name, err)
 
     # persistence
 
@@ -232,4 +281,4 @@ class KinesisService(JsonService):
         self.store.put_document("meta", name, body)
 
     def total_open_shards(self) -> int:
-        return sum(len(s.open_shards()) for s in self.streams.values() if s.status != "DELETING")
+        return sum(s.reserved_shards() for s in self.streams.values() if s.status != "DELETING")

@@ -4,10 +4,11 @@ Kinesis speaks `application/x-amz-json-1.1` (boto3, the JS, Go, .NET... SDKs) an
 `application/x-amz-cbor-1.1` (the Java SDKs v1 and v2, the KPL and KCL, unless CBOR is disabled).
 What AWS does with other content types, as kinesalite recorded it from the real service:
 
-* `application/json` parses, but real Kinesis then answers every such call with HTTP 200 and a
-  legacy Coral envelope, `{"Output": {"__type": "com.amazon.coral.service#UnknownOperationException",
-  "message": null}, "Version": "1.0"}` (or `#SerializationException` with `"Message": null` for a
-  body that is not JSON). No SDK sends it; like other emulators we accept it as JSON 1.1.
+* `application/json`: real Kinesis answers every such call in a legacy Coral envelope, 404
+  `{"Output": {"__type": "com.amazon.coral.service#UnknownOperationException"}, "Version": "1.0"}`
+  (400 and `#SerializationException` for a body that is not JSON): kinesalite's connection tests,
+  re-recorded from production in 2019. The edge answers it so (`encode_error(err, "coral")`); no
+  SDK sends it, and a client that does would fail on AWS.
 * Any other or no content type with a non-empty body: `<UnknownOperationException/>` as XML with
   404, or 403 `AccessDeniedException` "Unable to determine service/operation name to be authorized"
   when X-Amz-Target has no `service.operation`. `decode_request` raises the 404 form (it cannot see
@@ -218,6 +219,11 @@ def encode_cbor(obj: Any, timestamp_members: frozenset[str] = frozenset()) -> by
     return cbor2.dumps(obj, encoders=_CBOR_ENCODERS)
 
 
+def response_type(fmt: str) -> str:
+    """The media type of answers in `fmt` ("json" or "cbor")."""
+    return _RESPONSE_TYPES[fmt]
+
+
 def encode_response(obj: dict, fmt: str, timestamp_members: frozenset[str] = frozenset()) -> tuple[bytes, str]:
     """(body, content type) of a successful answer in the request's format.
 
@@ -267,6 +273,9 @@ def encode_error(err: AwsError, fmt: str) -> tuple[int, dict[str, str], bytes]:
         key = None if message is None else "Message" if code in _CAPITAL_MESSAGE else "message"
         headers = {"Content-Type": CBOR_CONTENT_TYPE, "x-amzn-ErrorType": code}
         return err.status, headers, _cbor_error_body(code, key, message)
+    if fmt == "coral":  # what AWS answers to `Content-Type: application/json`
+        body = {"Output": {"__type": f"com.amazon.coral.service#{code}"}, "Version": "1.0"}
+        return err.status, {"Content-Type": "application/json", "x-amzn-ErrorType": code}, orjson.dumps(body)
     if fmt == "xml":
         if message is None:
             body = f"<{code}/>\n"

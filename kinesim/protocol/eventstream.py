@@ -94,3 +94,44 @@ def encode_exception(code: str, payload: bytes, content_type: str = "application
 def encode_error_message(code: str, message: str) -> bytes:
     """An unmodeled error (`:message-type: error`, `:error-code`, `:error-message`), no payload."""
     return encode_message({":message-type": "error", ":error-code": code, ":error-message": message}, b"")
+
+
+class EventStream:
+    """An operation's answer that is a stream of events (SubscribeToShard). `events` yields
+    `(message_type, name, body)`: ("event", "SubscribeToShardEvent", {...}) or
+    ("exception", "ResourceNotFoundException", {"message": ...}); it may have a `close()`, called
+    when the response ends or the client goes away. Payloads are encoded in the request's protocol
+    by `encoded`, so that operations know nothing of JSON or CBOR."""
+
+    content_type = EVENTSTREAM_CONTENT_TYPE
+
+    def __init__(self, events):
+        self.events = events
+
+    def encoded(self, encode_payload, payload_type: str) -> "EncodedEvents":
+        """The response body: `encode_payload(body) -> bytes` in the request's protocol, whose
+        media type the events' `:content-type` header names."""
+        return EncodedEvents(self.events, encode_payload, payload_type)
+
+
+class EncodedEvents:
+    """The bytes of an EventStream, message by message."""
+
+    def __init__(self, events, encode_payload, payload_type: str):
+        self.events, self.encode_payload, self.payload_type = iter(events), encode_payload, payload_type
+        self._source = events
+
+    def __iter__(self) -> "EncodedEvents":
+        return self
+
+    def __next__(self) -> bytes:
+        kind, name, body = next(self.events)
+        payload = self.encode_payload(body)
+        if kind == "exception":
+            return encode_exception(name, payload, self.payload_type)
+        return encode_event(name, payload, self.payload_type)
+
+    def close(self) -> None:
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()

@@ -33,7 +33,8 @@ and what AWS/kinesalite enforce differ, or where AWS's behaviour is not known fo
   hash bucket. A newer AWS runtime may well differ (kinesalite's later tests stopped asserting the
   order); swap that one function for model order if real AWS is measured to differ. Within one
   member: enum, pattern, min length, max length (kinesalite: the pattern before the length).
-* Enum sets are listed in model order. AWS's recorded order for ShardIteratorType was
+* Enum sets are listed in model order, but for the recorded orders in `AWS_ENUM_ORDER`.
+  AWS's recorded order for ShardIteratorType was
   "[AFTER_SEQUENCE_NUMBER, LATEST, AT_TIMESTAMP, AT_SEQUENCE_NUMBER, TRIM_HORIZON]", which no model
   order or Java hash order reproduces.
 * Integers are not clamped to 32 bits (kinesalite clamps at 2^31-1; the service's shard-limit
@@ -68,6 +69,12 @@ import botocore.loaders
 from .errors import AwsError, serialization_error, validation_error
 
 MAX_LISTED_ERRORS = 10
+# Enum sets whose order in AWS's "Member must satisfy enum value set" is recorded and differs from
+# the model's, by service and shape (the same values, reordered).
+AWS_ENUM_ORDER: dict[str, dict[str, list[str]]] = {
+    # LocalStack's AWS snapshot, test_lambda_api::test_create_event_source_validation_kinesis
+    "lambda": {"EventSourcePosition": ["LATEST", "AT_TIMESTAMP", "TRIM_HORIZON"]},
+}
 
 Checker = Callable[[Any], Any]
 _SCALARS = frozenset(("string", "blob", "boolean", "integer", "long", "short", "byte", "double", "float",
@@ -221,7 +228,7 @@ def _conv_boolean(value: Any) -> bool:
 
 def _conv_timestamp(value: Any) -> float:
     cls = value.__class__
-    if cls is float or cls is int:
+    if cls is int or (cls is float and math.isfinite(value)):  # CBOR can carry inf and NaN, JSON not
         return float(value)
     if isinstance(value, datetime):  # CBOR tag 0/1, decoded by cbor2
         return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
@@ -588,6 +595,8 @@ class ModelValidator:
             shape = dict(shape)
             shape.pop("documentation", None)
             shape["_name"] = name
+            if name in AWS_ENUM_ORDER.get(service, {}):
+                shape["enum"] = AWS_ENUM_ORDER[service][name]
             self._shapes[name] = shape
         self._ops: dict[str, dict[str, Any]] = model["operations"]
         self.operations: set[str] = set(self._ops)
@@ -617,6 +626,11 @@ class ModelValidator:
             pass
         self._raise_validation(operation, params)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def has_output(self, operation: str) -> bool:
+        """Whether the operation has an output shape at all (AWS answers those without one, such as
+        CreateStream, with an empty body)."""
+        return bool(self._ops.get(operation, {}).get("output"))
 
     def output_timestamp_members(self, operation: str) -> frozenset[str]:
         """Names of the members of type timestamp anywhere in the operation's output shape."""

@@ -538,7 +538,9 @@ class ObjectStore(MultipartUploads):
                 objects.append(self._lookup(bucket, name, open_file=False)[1])
             except S3Error:  # deleted since the walk
                 continue
-        return ListPage(objects, prefixes, len(names) > max_keys, page[-1] if page else None)
+        # max-keys=0 asks for nothing and is answered as complete (no continuation token): what
+        # S3 answers, as emulators tested against it record (versitygw#248).
+        return ListPage(objects, prefixes, max_keys > 0 and len(names) > max_keys, page[-1] if page else None)
 
     def _keys(self, bucket: str, bdir: str, prefix: str, shallow: bool) -> Iterator[str]:
         """Keys that may start with `prefix`, found under the deepest directory `prefix` names

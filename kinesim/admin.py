@@ -1,0 +1,94 @@
+"""kinesim's own routes (`/_kinesim/...`), for its command-line tools and tests: health, stack
+state for `kinesim deploy`, function logs and code, Firehose delivery metrics."""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import TYPE_CHECKING
+
+import orjson
+from flask import Flask, abort, jsonify, request, send_file
+
+if TYPE_CHECKING:
+    from .edge import Edge
+
+_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9-_]{1,64}")
+
+
+def is_loopback(address: str | None) -> bool:
+    try:
+        return address is not None and ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def admin_app(edge: "Edge") -> Flask:
+    """The Flask app of kinesim's own routes, over the edge's services."""
+    app = Flask("kinesim")
+
+    # A delivery stream's delivery metrics (CloudWatch's DeliveryToS3.* and friends).
+    @app.get("/_kinesim/firehose/<name>/metrics")
+    def firehose_metrics(name: str):
+        found = edge.firehose.deliveries.metrics(name)
+        if found is None:
+            return jsonify(message=f"Firehose {name} under account {edge.settings.account_id} not found."), 404
+        return jsonify(found)
+
+    @app.get("/_kinesim/health")
+    def health():
+        doc = dict(status="running", services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3")},
+                   region=edge.settings.region, account_id=edge.settings.account_id)
+        if is_loopback(request.remote_addr):
+            # Where buckets are plain directories (a temp one when in memory): `kinesim sql` on
+            # this machine reads delivered objects from there. Other machines have no use for
+            # the paths and are not told them.
+            doc.update(data_dir=None if edge.settings.in_memory else edge.settings.data_dir,
+                       s3_root=edge.objects.root)
+        return jsonify(doc)
+
+    # Deployed stacks' state (`kinesim deploy`): what each template created, kept with the data
+    # so that a redeploy against this server updates in place and `--delete` knows what to remove.
+    @app.get("/_kinesim/stacks/<name>")
+    def get_stack(name: str):
+        stack = edge.store.document("stack", name)
+        return (jsonify(stack), 200) if stack is not None else (jsonify(message=f"Stack {name} does not exist"), 404)
+
+    @app.put("/_kinesim/stacks/<name>")
+    def put_stack(name: str):
+        try:
+            body = orjson.loads(request.get_data())
+            if not isinstance(body, dict):
+                return jsonify(message="A stack is a JSON object"), 400
+            edge.store.put_document("stack", name, body)
+        except (orjson.JSONDecodeError, RecursionError):  # json's encoder stops at ~1000 levels
+            return jsonify(message="A stack is a JSON object (nested less than 1000 levels deep)"), 400
+        return jsonify(body)
+
+    @app.delete("/_kinesim/stacks/<name>")
+    def delete_stack(name: str):
+        edge.store.delete_document("stack", name)
+        return "", 204
+
+    # A function's log events (`kinesim logs`): ?since=<epoch ms>, oldest first.
+    @app.get("/_kinesim/logs/<function>")
+    def function_logs(function: str):
+        if not _FUNCTION_NAME.fullmatch(function):
+            return jsonify(message=f"{function!r} is not a function name"), 400
+        try:
+            since = int(request.args.get("since", "0"))
+            limit = int(request.args.get("limit", "10000"))
+        except ValueError:
+            return jsonify(message="since and limit are integers (epoch milliseconds, a count)"), 400
+        return jsonify(logGroupName=edge.functions.logs.group_name(function),
+                       events=edge.functions.logs.read(function, since, max(1, min(limit, 10000))))
+
+    # GetFunction's Code.Location: the deployment package as uploaded.
+    @app.get("/_kinesim/functions/<function>/code.zip")
+    def function_code(function: str):
+        fn = edge.functions.functions.get(function)
+        path = fn and edge.functions.code.package_path(function, fn.get("PackageId", ""))
+        if not path:
+            abort(404)
+        return send_file(path, mimetype="application/zip", download_name=f"{function}.zip")
+
+    return app

@@ -1,0 +1,362 @@
+"""Fuzzed requests for kinesim's four services, generated from botocore's service models.
+
+For every operation of Kinesis and Firehose (JSON 1.1; Kinesis also CBOR 1.1), Lambda (REST-JSON)
+and S3 (REST-XML, path style), `Fuzzer` makes a valid-ish request and breaks it: each required
+member missing, members of the wrong type or out of range (huge and special numbers, deep
+nesting, long and non-ASCII text, invalid base64, bad timestamps), values inside structures and
+lists replaced the same way, garbage bodies, wrong content types and odd envelopes (query
+strings, headers, methods, targets, credentials). A server must answer each with a 2xx or 4xx,
+never a crash (tests/fuzz_wire.py `is_failure`).
+
+Names are filled from pools of real resources (`create_resources`) so that fuzzed requests
+reach past "not found". Chance comes only from the `random.Random` handed in: a seed gives the
+same requests. Used by tests/test_fuzz.py (a sweep of every operation) and bench/fuzz.py (a long
+random run).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import random
+import zipfile
+from datetime import datetime, timezone
+from typing import AbstractSet, Any, Iterator
+
+import boto3
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+import fuzz_values as v
+from fuzz_wire import CONTENT_TYPES, Operation, Request, header_name, header_value
+
+SERVICES = ("kinesis", "firehose", "lambda", "s3")
+HANDLER = "def handler(event, context):\n    return event\n"
+ROLE = "arn:aws:iam::000000000000:role/fuzz"
+_DESTRUCTIVE = ("Abort", "Delete", "Deregister", "Remove")
+
+
+class Fuzzer:
+    """Request generators for every operation of `services`, filling names from `pools`: sets of
+    real resources that belong together (member name -> the values naming them, e.g. a stream's
+    name and ARN), one set per request so that its names agree."""
+
+    def __init__(self, pools: list[dict[str, list[Any]]] | None = None, services: tuple[str, ...] = SERVICES):
+        session = botocore.session.get_session()
+        self.pools = pools or [{}]
+        # Members whose real values differ from pool to pool.
+        self.varying = {k for k in self.pools[0] if any(p.get(k) != self.pools[0][k] for p in self.pools)}
+        self.operations: dict[str, list[Operation]] = {}
+        for service in services:
+            model = session.get_service_model(service)
+            # Deletions last, so that the rest of a sweep meets the real resources.
+            names = sorted(model.operation_names, key=lambda n: (n.startswith(_DESTRUCTIVE), n))
+            self.operations[service] = [Operation(service, model, name) for name in names]
+
+    # values
+
+    def valid(self, shape: Any, name: str, rng: random.Random, names: dict[str, list[Any]], rich: bool = False,
+              real: float = 0.85, depth: int = 0) -> Any:
+        """A plausible value: a real resource's name when the pool has one (with odds `real`:
+        else a made-up name, which creates what does not exist yet), else within the model's
+        enum and min/max (patterns are not honoured: the server's checks get exercised).
+        `rich`: optional members too, about half of them, three levels deep."""
+        if name in names and rng.random() < real:
+            return rng.choice(names[name])
+        kind, meta = shape.type_name, shape.metadata
+        if kind == "structure":
+            return {m: self.valid(s, m, rng, names, rich, real, depth + 1) for m, s in shape.members.items()
+                    if m in shape.required_members or (rich and depth < 3 and rng.random() < 0.5)}
+        if kind == "list":
+            return [self.valid(shape.member, name, rng, names, rich, real, depth + 1)
+                    for _ in range(max(1, meta.get("min", 1)))]
+        if kind == "map":
+            key = str(self.valid(shape.key, "key", rng, {}))
+            return {key: self.valid(shape.value, name, rng, names, rich, real, depth + 1)}
+        if kind == "string":
+            if shape.enum:
+                return rng.choice(shape.enum)
+            low, high = meta.get("min", 1), meta.get("max", 64)
+            return f"fuzz{rng.randrange(10 ** 6)}".ljust(low, "0")[:max(high, 1)]
+        if kind in ("integer", "long"):
+            low = max(int(meta.get("min", 1)), 1)
+            return rng.randint(low, max(low, min(int(meta.get("max", 10)), 10)))
+        if kind in ("float", "double"):
+            return 1.5
+        if kind == "boolean":
+            return rng.random() < 0.5
+        if kind == "blob":
+            return b"fuzz"
+        if kind == "timestamp":
+            return datetime(2026, 1, 1, tzinfo=timezone.utc)
+        return None
+
+    def base(self, op: Operation, rng: random.Random, rich: bool = False, real: float = 1.0,
+             names: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+        """A valid-ish input: the required members, and (mostly) the optional ones that name a
+        real resource, since without them most operations stop at "which stream?". Names are
+        real ones (`real`: the odds) so that a wrong value meets an existing resource; from
+        `names`, else from a pool picked at random."""
+        if op.input is None:
+            return {}
+        names = names or rng.choice(self.pools)
+        params = self.valid(op.input, "", rng, names, rich, real)
+        for member in self.pooled(op):
+            if member not in params and rng.random() < 0.85:
+                params[member] = rng.choice(names[member])
+        return params
+
+    def pooled(self, op: Operation) -> list[str]:
+        return [m for m in op.members if m in self.pools[0] and m not in op.required]
+
+    def hostile(self, shape: Any, where: str, rng: random.Random, every: bool = False, member: Any = "") -> list[Any]:
+        """Wrong values for a `member` of `shape` written `where` ("json", "cbor", "xml" or
+        "text"): one pick, or `every` value meant for its type (and member) plus a few meant
+        for any."""
+        if where in ("text", "xml"):
+            typed, anything = v.TEXT_BY_TYPE.get(shape.type_name, []), v.TEXT if where == "text" else v.XML_TEXT
+            extra = 4 if typed else 6
+        else:
+            by_type, anything = (v.CBOR_BY_TYPE, v.CBOR_ANY) if where == "cbor" else (v.JSON_BY_TYPE, v.JSON_ANY)
+            typed, extra = by_type.get(shape.type_name, anything), 2
+            if shape.type_name == "list":  # far past any list's maximum length
+                typed = typed + [[self.valid(shape.member, "", rng, {})] * 10_001]
+        typed = typed + v.BY_MEMBER.get(member, [])
+        if every:
+            return typed + rng.sample(anything, extra)
+        return [rng.choice(typed if typed and rng.random() < 0.7 else anything)]
+
+    # cases: each returns one request (or, with `every`, all of its kind for one operation)
+
+    @staticmethod
+    def formats(op: Operation) -> list[str]:
+        """The body formats an operation takes: Kinesis also CBOR (the Java SDKs' default)."""
+        return ["json", "cbor"] if op.service == "kinesis" else [op.body_format()]
+
+    def valid_case(self, op: Operation, rng: random.Random, fmt: str | None = None) -> Request:
+        fmt = fmt or rng.choice(self.formats(op))
+        return op.request(self.base(op, rng, real=0.85), f"valid/{fmt}", fmt)
+
+    def missing_case(self, op: Operation, rng: random.Random, member: str | None = None,
+                     fmt: str | None = None) -> Request:
+        fmt = fmt or rng.choice(self.formats(op))
+        candidates = op.required + self.pooled(op)
+        member = member or (rng.choice(candidates) if candidates else None)
+        params = self.base(op, rng, real=0.85)
+        params.pop(member, None)
+        return op.request(params, f"missing {member}/{fmt}", fmt)
+
+    def hostile_cases(self, op: Operation, rng: random.Random, member: str | None = None,
+                      fmt: str | None = None, every: bool = False) -> list[Request]:
+        fmt = fmt or rng.choice(self.formats(op))
+        member = member or (rng.choice(list(op.members)) if op.members else None)
+        if member is None:  # an operation without input: a member it does not have
+            values, member = v.JSON_ANY if fmt == "json" else v.CBOR_ANY, "NoSuchMember"
+            return [op.request({**self.base(op, rng), member: rng.choice(values)}, f"extra member/{fmt}", fmt)]
+        where = "cbor" if fmt == "cbor" else op.body_format(member)
+        # Every value against each pool's resources when they differ for this operation (a
+        # provisioned and an on-demand stream): some checks are only made for one kind.
+        pools = self.pools if every and set(op.members) & self.varying else [None]
+        return [op.request({**self.base(op, rng, names=names), member: value}, f"wrong {member}/{fmt}", fmt)
+                for value in self.hostile(op.members[member], where, rng, every, member) for names in pools]
+
+    def nested_cases(self, op: Operation, rng: random.Random, fmt: str | None = None,
+                     every: bool = False) -> list[Request]:
+        """A valid input with optional members, one value inside it replaced: at one random
+        place, or (`every`) at each place, with every wrong value for scalars and members of
+        their own (`BY_MEMBER`), two for others."""
+        fmt = fmt or rng.choice(self.formats(op))
+        params = self.base(op, rng, rich=True)
+        slots = _inner_slots(op, params)
+        if not slots:
+            return self.hostile_cases(op, rng, fmt=fmt)
+        where = "cbor" if fmt == "cbor" else op.body_format()
+        out = []
+        for index in range(len(slots)) if every else [rng.randrange(len(slots))]:
+            _, key, shape = slots[index]
+            all_values = shape.type_name in v.SCALARS or key in v.BY_MEMBER
+            values = self.hostile(shape, where, rng, every and all_values, key) + (
+                self.hostile(shape, where, rng, member=key) if every and not all_values else [])
+            for value in values:
+                changed = copy.deepcopy(params)
+                container, key, _ = _inner_slots(op, changed)[index]
+                container[key] = value
+                out.append(op.request(changed, f"nested {shape.name}/{fmt}", fmt))
+        return out
+
+    def garbage_cases(self, op: Operation, rng: random.Random, fmt: str | None = None,
+                      every: bool = False) -> list[Request]:
+        """The request's body replaced: random bytes, cut short, or garbage for its format."""
+        fmt = fmt or rng.choice(self.formats(op))
+        valid = op.request(self.base(op, rng), "", fmt)
+        bodies = [(rng.randbytes(rng.randint(1, 4096)), "random bytes"),
+                  (valid.body[:rng.randrange(len(valid.body) or 1)], "truncated")]
+        bodies += [(b, f"garbage {b[:24]!r}") for b in v.GARBAGE[fmt] + v.GARBAGE_ANY]
+        out = []
+        for body, what in bodies if every else [rng.choice(bodies)]:
+            req = dataclasses.replace(valid, body=body, case=f"{what}/{fmt}", headers=dict(valid.headers))
+            req.headers.setdefault("Content-Type", CONTENT_TYPES[op.protocol])
+            out.append(req)
+        return out
+
+    def content_type_cases(self, op: Operation, rng: random.Random, every: bool = False) -> list[Request]:
+        valid = op.request(self.base(op, rng), "", "json")
+        out = []
+        for ctype in v.WRONG_TYPES[op.protocol] if every else [rng.choice(v.WRONG_TYPES[op.protocol])]:
+            headers = {k: h for k, h in valid.headers.items() if k != "Content-Type"}
+            if ctype is not None:
+                headers["Content-Type"] = ctype
+            out.append(dataclasses.replace(valid, headers=headers, case=f"content type {ctype!r}"))
+        return out
+
+    def odd_cases(self, op: Operation, rng: random.Random, every: bool = False) -> list[Request]:
+        """The envelope rather than the input: methods, query strings (odd sub-resources,
+        presigned-URL parameters), headers (another operation's target, broken credentials,
+        foreign origins, odd ranges and checksums)."""
+        valid = op.request(self.base(op, rng), "", "json")
+        table = v.ODD[op.service if op.protocol != "json" else "json"]
+        out = []
+        for method, query, headers in table if every else [rng.choice(table)]:
+            req = dataclasses.replace(valid, method=method or valid.method, headers=dict(valid.headers),
+                                      case=f"odd {method or valid.method} query={query!r} headers={headers!r}"[:200])
+            if query:
+                req.path += ("&" if "?" in req.path else "?") + query
+            for name, value in headers.items():
+                if value is None:
+                    req.headers.pop(name, None)
+                else:
+                    req.headers[header_name(name)] = header_value(value)
+            out.append(req)
+        return out
+
+    # runs
+
+    def sweep(self, op: Operation, rng: random.Random, every: bool = True) -> Iterator[Request]:
+        """One operation's coverage, in each of its body formats: valid, each required (or
+        resource-naming) member missing, each member wrong, values inside wrong, garbage bodies;
+        then wrong content types and odd envelopes. `every`: all of the catalogue's values for
+        each (else one pick per member and kind: for operations kinesim answers 501)."""
+        for fmt in self.formats(op):
+            yield self.valid_case(op, rng, fmt)
+            for member in op.required + self.pooled(op):
+                yield self.missing_case(op, rng, member, fmt)
+            for member in op.members or [None]:
+                yield from self.hostile_cases(op, rng, member, fmt, every)
+            yield from self.nested_cases(op, rng, fmt, every)
+            yield from self.garbage_cases(op, rng, fmt, every)
+        yield from self.content_type_cases(op, rng, every)
+        yield from self.odd_cases(op, rng, every)
+
+    CASES = (("valid_case", 10), ("missing_case", 10), ("hostile_cases", 35), ("nested_cases", 20),
+             ("garbage_cases", 15), ("content_type_cases", 5), ("odd_cases", 5))
+
+    def random_request(self, rng: random.Random, rare: AbstractSet[tuple[str, str]] = frozenset()) -> Request:
+        """One request of a long run: a service, one of its operations, a kind of case, a value.
+        Operations in `rare` ((service, name): those answered 501, not implemented) are drawn
+        a tenth as often: little happens to their requests past routing and parsing."""
+        ops = self.operations[rng.choice(list(self.operations))]
+        weights = [0.1 if (o.service, o.name) in rare else 1.0 for o in ops]
+        op = rng.choices(ops, weights)[0] if rare else rng.choice(ops)
+        names, weights = zip(*self.CASES)
+        made = getattr(self, rng.choices(names, weights)[0])(op, rng)
+        return made if isinstance(made, Request) else made[0]
+
+
+def _inner_slots(op: Operation, params: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
+    """Every (container, key, shape) inside an input's members, in a stable order (top-level
+    members are hostile_cases' business)."""
+    out: list[tuple[Any, Any, Any]] = []
+
+    def walk(shape: Any, value: Any) -> None:
+        if shape.type_name == "structure" and isinstance(value, dict):
+            items = [(k, shape.members[k]) for k in value if k in shape.members]
+        elif shape.type_name == "list" and isinstance(value, list):
+            items = [(i, shape.member) for i in range(len(value))]
+        elif shape.type_name == "map" and isinstance(value, dict):
+            items = [(k, shape.value) for k in value]
+        else:
+            return
+        for key, item_shape in items:
+            if value is not params:
+                out.append((value, key, item_shape))
+            walk(item_shape, value[key])
+
+    if op.input is not None:
+        walk(op.input, params)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# real resources for fuzzed names to hit
+
+
+def function_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(zipfile.ZipInfo("app.py", date_time=(2020, 1, 1, 0, 0, 0)), HANDLER)
+    return buf.getvalue()
+
+
+def client(url: str, service: str) -> Any:
+    return boto3.client(service, endpoint_url=url, region_name="us-east-1", aws_access_key_id="test",
+                        aws_secret_access_key="test",
+                        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}))
+
+
+def _quietly(call: Any, **kwargs: Any) -> dict[str, Any]:
+    """A call whose "already exists" answer is as good as success (re-creating after a sweep)."""
+    try:
+        return call(**kwargs)
+    except ClientError:
+        return {}
+
+
+def _stream_names(kinesis: Any, stream: str, consumer: str, **mode: Any) -> dict[str, list[Any]]:
+    """A stream with a consumer and a record, created unless it exists; the names naming them."""
+    _quietly(kinesis.create_stream, StreamName=stream, **mode)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    _quietly(kinesis.register_stream_consumer, StreamARN=arn, ConsumerName=consumer)
+    consumer_arn = kinesis.describe_stream_consumer(StreamARN=arn, ConsumerName=consumer)[
+        "ConsumerDescription"]["ConsumerARN"]
+    put = kinesis.put_record(StreamName=stream, Data=b"fuzz", PartitionKey="pk")
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=put["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    return {
+        "StreamName": [stream], "StreamARN": [arn], "ResourceARN": [arn, consumer_arn], "ConsumerARN": [consumer_arn],
+        "ConsumerName": [consumer], "ShardId": [put["ShardId"], "shardId-000000000001"], "ShardIterator": [iterator],
+        "StartingSequenceNumber": [put["SequenceNumber"]], "ExclusiveStartShardId": [put["ShardId"]],
+        "PartitionKey": ["pk"], "ExplicitHashKey": ["0"], "KinesisStreamARN": [arn], "EventSourceArn": [arn],
+    }
+
+
+def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]]]:
+    """Two streams, provisioned and on-demand (some operations take only one kind), each with a
+    consumer and a record; a bucket with an object and an open multipart upload; a delivery stream
+    into it; a function with a mapping from the first stream. Each is created unless it exists.
+    The pools for `Fuzzer`: one set of names per stream, the rest shared."""
+    kinesis, firehose, s3, lam = (client(url, s) for s in ("kinesis", "firehose", "s3", "lambda"))
+    bucket, key, delivery, function = f"{prefix}-bucket", f"{prefix}-key", f"{prefix}-delivery", f"{prefix}-fn"
+    streams = [_stream_names(kinesis, f"{prefix}-stream", f"{prefix}-consumer", ShardCount=2),
+               _stream_names(kinesis, f"{prefix}-ondemand", f"{prefix}-consumer",
+                             StreamModeDetails={"StreamMode": "ON_DEMAND"})]
+    _quietly(s3.create_bucket, Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key=key, Body=b"fuzz")
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    _quietly(firehose.create_delivery_stream, DeliveryStreamName=delivery, DeliveryStreamType="DirectPut",
+             ExtendedS3DestinationConfiguration={"RoleARN": ROLE, "BucketARN": f"arn:aws:s3:::{bucket}"})
+    _quietly(lam.create_function, FunctionName=function, Runtime="python3.12", Role=ROLE, Handler="app.handler",
+             Code={"ZipFile": function_zip()})
+    function_arn = lam.get_function(FunctionName=function)["Configuration"]["FunctionArn"]
+    mappings = lam.list_event_source_mappings(FunctionName=function)["EventSourceMappings"]
+    mapping = mappings[0]["UUID"] if mappings else lam.create_event_source_mapping(
+        FunctionName=function, EventSourceArn=streams[0]["StreamARN"][0], StartingPosition="LATEST")["UUID"]
+    shared = {
+        "DeliveryStreamName": [delivery], "RoleARN": [ROLE], "BucketARN": [f"arn:aws:s3:::{bucket}"],
+        "FunctionName": [function, function_arn], "Role": [ROLE], "Handler": ["app.handler"],
+        "Runtime": ["python3.12"], "ZipFile": [function_zip()], "UUID": [mapping], "Resource": [function_arn],
+        "Bucket": [bucket], "Key": [key], "UploadId": [upload], "CopySource": [f"{bucket}/{key}"],
+        "S3Bucket": [bucket], "S3Key": [key],
+    }
+    return [{**shared, **names} for names in streams]
