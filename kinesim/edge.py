@@ -55,7 +55,7 @@ _request_counter = itertools.count(1)
 
 
 # x-amz-id-2: 72 bytes in base64, as AWS's (and kinesalite's recordings): 66 random bytes per
-# process, then 6 bytes of the request counter.
+# process, then the request counter.
 _ID2_PREFIX = base64.b64encode(os.urandom(66)).decode()
 
 
@@ -66,10 +66,10 @@ def request_id() -> str:
 
 
 def _ids() -> list[tuple[str, str]]:
-    """The two ids every answer of AWS's JSON services carries."""
+    """The two ids every answer of AWS's JSON services carries. The counter's 8 hex digits are
+    base64 characters too: x-amz-id-2 stays 96 characters of base64 (72 bytes)."""
     n = next(_request_counter) & 0xFFFFFFFFFFFF
-    return [("x-amzn-RequestId", f"{_REQUEST_ID_PREFIX}{n:012x}"),
-            ("x-amz-id-2", _ID2_PREFIX + base64.b64encode(n.to_bytes(6, "big")).decode())]
+    return [("x-amzn-RequestId", f"{_REQUEST_ID_PREFIX}{n:012x}"), ("x-amz-id-2", f"{_ID2_PREFIX}{n & 0xFFFFFFFF:08x}")]
 
 
 def _signed_for(environ: dict[str, Any]) -> str | None:

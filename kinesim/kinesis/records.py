@@ -123,7 +123,7 @@ def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     auto = stream.distribution == "AUTO"
     if auto:
         auto_put(svc, stream, p)
-    else:
+    elif p.get("PartitionKey") is None:
         require_partition_keys([p], "partitionKey")
     data = p["Data"]
     check_size(stream, data, "data")
@@ -132,7 +132,8 @@ def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     if ordering is not None and not sequence.valid_ordering(ordering, time.time()):
         raise invalid_argument(f"ExclusiveMinimumSequenceNumber {ordering} used in PutRecord on stream "
                                f"{stream.name} under account {svc.account} is invalid.")
-    dryrun.stop(p)
+    if "DryRun" in p:
+        dryrun.stop(p)
     with stream.lock:
         shard = router(stream)(key)
         if svc.settings.enforce_limits and not svc.meter.write(shard.uid, len(data)):
