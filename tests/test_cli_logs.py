@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import queue
+import json
 import subprocess
 import sys
 import threading
@@ -95,3 +96,16 @@ def test_logs_of_a_missing_function_says_so(server):
 def test_logs_without_a_server_says_what_to_do():
     out = kinesim("logs", "f", "--endpoint-url", "http://127.0.0.1:9")
     assert out.returncode == 1 and "is `kinesim serve` running?" in out.stderr
+
+
+def test_logs_into_a_reader_that_goes_away(server, function):
+    # `kinesim logs F | head -1`: the reader closes the pipe after one line; no traceback.
+    lam, name = function
+    for i in range(20):
+        lam.invoke(FunctionName=name, Payload=json.dumps({"who": "x" * 2000 + str(i)}).encode())
+    proc = subprocess.Popen([sys.executable, "-m", "kinesim", "logs", name, "--endpoint-url", server.url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does once it has its line
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()

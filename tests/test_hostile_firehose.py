@@ -17,7 +17,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from test_firehose_api import ROLE, SCALE, body, fh_server, firehose, keys_in, s3, wait_for  # noqa: F401 (fixtures)
+from test_firehose_api import ROLE, body, fh_server, firehose, keys_in, s3, wait_for  # noqa: F401 (fixtures)
 
 
 
@@ -162,3 +162,18 @@ def test_error_output_that_cannot_be_written_does_not_block_forever(fh_server, f
     [key] = wait_for(lambda: keys_in(s3, b, "data/"), timeout=60)
     assert key.startswith("data/blue/") and body(s3, b, key) == b'{"team": "blue"}'
     assert keys_in(s3, b, "errors/") == []
+
+
+def test_an_integer_past_64_bits_is_described_not_a_500(fh_server, firehose, s3):
+    # The model bounds BlockSizeBytes only from below; what was stored must still be described.
+    n, b = new_name(), new_bucket(s3)
+    conversion = {"Enabled": True,
+                  "SchemaConfiguration": {"RoleARN": ROLE, "DatabaseName": "db", "TableName": "t"},
+                  "InputFormatConfiguration": {"Deserializer": {"OpenXJsonSerDe": {}}},
+                  "OutputFormatConfiguration": {"Serializer": {"ParquetSerDe": {"BlockSizeBytes": 2 ** 64}}}}
+    firehose.create_delivery_stream(DeliveryStreamName=n, ExtendedS3DestinationConfiguration=dest(
+        b, BufferingHints={"SizeInMBs": 64, "IntervalInSeconds": 60}, DataFormatConversionConfiguration=conversion))
+    described = firehose.describe_delivery_stream(DeliveryStreamName=n)["DeliveryStreamDescription"]
+    serde = described["Destinations"][0]["ExtendedS3DestinationDescription"]["DataFormatConversionConfiguration"][
+        "OutputFormatConfiguration"]["Serializer"]["ParquetSerDe"]
+    assert serde["BlockSizeBytes"] == 2 ** 64

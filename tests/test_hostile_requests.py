@@ -11,7 +11,6 @@ import uuid
 
 import cbor2
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from conftest import client_for, start_server

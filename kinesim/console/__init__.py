@@ -6,3 +6,12 @@
 
 Both talk to the server through boto3, as any client does (connection.py).
 """
+
+
+def reader_gone() -> int:
+    """The reader of stdout went away (`| head`): point stdout at /dev/null so that the
+    interpreter's last flush does not fail again, and leave quietly (exit 0)."""
+    import os
+    import sys
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -16,6 +15,7 @@ from typing import Any, BinaryIO, Iterator
 import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
+from . import reader_gone
 from .connection import (ConsoleError, add_endpoint_args, describe_stream, explain, fail, kinesis_client,
                          positive_int)
 
@@ -105,10 +105,7 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:
-        # The reader went away (`| head`). Point stdout at /dev/null so the interpreter's last flush
-        # does not fail again, and leave quietly.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return reader_gone()
 
 
 @contextlib.contextmanager

@@ -17,6 +17,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 
+from ..console import reader_gone
+
 DEFAULT_ENDPOINT = "http://localhost:4566"
 _SINCE = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -95,6 +97,8 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
             time.sleep(0.5)
     except KeyboardInterrupt:
         return 0
+    except BrokenPipeError:  # `kinesim logs F | head`
+        return reader_gone()
 
 
 def _format(event: dict, timestamps: bool) -> str:

@@ -35,6 +35,7 @@ is taken as seconds: RFC 8949 tag 1 as a standard CBOR encoder writes it).
 from __future__ import annotations
 
 import binascii
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -232,10 +233,19 @@ def encode_response(obj: dict, fmt: str, timestamp_members: frozenset[str] = fro
     `timestamp_members`) as tag 1 + epoch milliseconds.
     """
     if fmt == "json":
-        return orjson.dumps(obj, default=_json_default, option=_JSON_OPTIONS), JSON_CONTENT_TYPE
+        try:
+            return orjson.dumps(obj, default=_json_default, option=_JSON_OPTIONS), JSON_CONTENT_TYPE
+        except orjson.JSONEncodeError:
+            # orjson stops at 64-bit integers; a larger one stored from a request (an integer
+            # member the model does not bound) is echoed as AWS's JSON would carry it.
+            return _json_slow(obj), JSON_CONTENT_TYPE
     if fmt == "cbor":
         return encode_cbor(obj, timestamp_members), CBOR_CONTENT_TYPE
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def _json_slow(obj: Any) -> bytes:
+    return json.dumps(obj, default=_json_default, separators=(",", ":")).encode()
 
 
 # ---------------------------------------------------------------------------------------------
