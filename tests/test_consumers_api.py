@@ -459,4 +459,4 @@ def test_delete_stream_after_deregistering_needs_no_enforcement(kinesis, stream_
     consumer = new_consumer(kinesis, arn)
     kinesis.deregister_stream_consumer(ConsumerARN=consumer)
     kinesis.delete_stream(StreamName=stream_name)
-    assert stream_name not in kinesis.list_streams()["StreamNames"]
+    assert stream_name not in kinesis.list_streams(Limit=10000)["StreamNames"]

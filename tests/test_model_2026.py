@@ -178,7 +178,7 @@ def test_auto_is_for_on_demand_streams_only(kinesis, make_stream):
     with pytest.raises(ClientError) as e:
         kinesis.create_stream(StreamName=name, ShardCount=1, RecordDistributionStrategy="AUTO")
     assert error_of(e)[0] == "InvalidArgumentException"
-    assert name not in kinesis.list_streams()["StreamNames"]
+    assert name not in kinesis.list_streams(Limit=10000)["StreamNames"]
     provisioned = make_stream(1)
     arn = kinesis.describe_stream_summary(StreamName=provisioned)["StreamDescriptionSummary"]["StreamARN"]
     with pytest.raises(ClientError) as e:

@@ -63,7 +63,7 @@ def test_shard_limit_is_checked_before_allocation(kinesis, stream_name):
     code, message = error_of(e)
     assert code == "LimitExceededException"
     assert "Number of additional shards that would have resulted from this request: 100000000000." in message
-    assert stream_name not in kinesis.list_streams()["StreamNames"]
+    assert stream_name not in kinesis.list_streams(Limit=10000)["StreamNames"]
 
 
 def test_on_demand_stream(kinesis, stream_name):

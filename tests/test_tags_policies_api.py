@@ -135,7 +135,7 @@ def test_create_stream_with_tags(kinesis, stream_name):
     with pytest.raises(ClientError) as e:
         kinesis.create_stream(StreamName=stream_name, ShardCount=1, Tags={"bad": "a;b"})
     assert error_of(e)[0] == "InvalidArgumentException"
-    assert stream_name not in kinesis.list_streams()["StreamNames"]
+    assert stream_name not in kinesis.list_streams(Limit=10000)["StreamNames"]
 
 
 # Tags by resource ARN: streams and consumers
