@@ -542,7 +542,7 @@ def test_creating_and_deleting_states(tmp_path_factory):
             fh.put_record(DeliveryStreamName="slow", Record={"Data": b"x"})
         assert error_code(e)[0] == "ResourceNotFoundException"
         fh.delete_delivery_stream(DeliveryStreamName="slow")  # deleting again is fine
-        wait_for(lambda: "slow" not in fh.list_delivery_streams()["DeliveryStreamNames"])
+        wait_for(lambda: "slow" not in fh.list_delivery_streams(Limit=10000)["DeliveryStreamNames"])
         # The name is free again.
         fh.create_delivery_stream(DeliveryStreamName="slow", ExtendedS3DestinationConfiguration=dest("b"))
     finally:
