@@ -33,6 +33,7 @@ from .guard import Refusal, RequestGuard
 from .kinesis.retention import Sweeper
 from .kinesis.service import KinesisService
 from .protocol import auth, codec, eventstream, sigv4
+from .protocol.body import read_bounded
 from .protocol.errors import AwsError
 from .protocol.rest import RestApp
 from .s3.api import S3App, is_s3_request
@@ -212,17 +213,9 @@ class Edge:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             raise AwsError("SerializationException", "Invalid Content-Length header") from None
-        if length > MAX_REQUEST_BYTES:
+        body = read_bounded(environ, length, MAX_REQUEST_BYTES)
+        if body is None:
             raise _too_large(environ)
-        stream = environ["wsgi.input"]
-        if length:
-            body = stream.read(length)
-        elif environ.get("wsgi.input_terminated"):  # chunked: no length given
-            body = stream.read(MAX_REQUEST_BYTES + 1)
-            if len(body) > MAX_REQUEST_BYTES:
-                raise _too_large(environ)
-        else:
-            body = b""
         # The order of AWS's checks, as kinesalite recorded them from Kinesis: method, empty body,
         # content type, body, target, credentials.
         if environ.get("REQUEST_METHOD") != "POST":

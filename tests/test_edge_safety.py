@@ -363,23 +363,24 @@ def test_signed_requests_are_served(signed):
         assert requests.get(url.replace("Signature=", "Signature=0")).status_code == 403
 
 
+# (service, credentials, the call, expected error code or None, expected status or None)
+REFUSED = [
+    ("kinesis", {"secret": "wrong"}, "list_streams", "InvalidSignatureException", 400),
+    ("kinesis", {"key": "AKIDNOPE"}, "list_streams", "UnrecognizedClientException", None),
+    ("lambda", {"secret": "wrong"}, "list_functions", None, 403),
+    ("s3", {"secret": "wrong"}, "list_buckets", "SignatureDoesNotMatch", None),
+    ("s3", {"key": "AKIDNOPE"}, "list_buckets", "InvalidAccessKeyId", None),
+]
+
+
 def test_wrong_or_unknown_credentials_are_refused(signed):
-    with pytest.raises(Exception) as err:
-        _client(signed.url, "kinesis", secret="wrong").list_streams()
-    assert err.value.response["Error"]["Code"] == "InvalidSignatureException"
-    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
-    with pytest.raises(Exception) as err:
-        _client(signed.url, "kinesis", key="AKIDNOPE").list_streams()
-    assert err.value.response["Error"]["Code"] == "UnrecognizedClientException"
-    with pytest.raises(Exception) as err:
-        _client(signed.url, "lambda", secret="wrong").list_functions()
-    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
-    with pytest.raises(Exception) as err:
-        _client(signed.url, "s3", secret="wrong").list_buckets()
-    assert err.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
-    with pytest.raises(Exception) as err:
-        _client(signed.url, "s3", key="AKIDNOPE").list_buckets()
-    assert err.value.response["Error"]["Code"] == "InvalidAccessKeyId"
+    for service, credentials, call, code, status in REFUSED:
+        with pytest.raises(Exception) as err:
+            getattr(_client(signed.url, service, **credentials), call)()
+        if code is not None:
+            assert err.value.response["Error"]["Code"] == code
+        if status is not None:
+            assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
     assert requests.get(f"{signed.url}/signed-bucket").status_code == 403  # anonymous
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import hmac
 import time
 from calendar import timegm
@@ -21,6 +22,7 @@ from typing import Any, Mapping
 from urllib.parse import parse_qsl, quote
 
 from .auth import authorization_params, credential_scope
+from .body import read_bounded
 from .errors import AwsError
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -233,22 +235,12 @@ def verify_request(verifier: Verifier, environ: dict[str, Any], service: str) ->
 
 
 def _buffer_body(environ: dict[str, Any]) -> bytes | None:
-    import io
-    length = environ.get("CONTENT_LENGTH")
-    stream = environ["wsgi.input"]
+    """The body, read whole (None past BODY_LIMIT) and put back for the service to read."""
     try:
-        size = int(length) if length else -1
+        length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        size = -1
-    if size > BODY_LIMIT:
-        return None
-    if size >= 0:
-        body = stream.read(size) if size else b""
-    elif environ.get("wsgi.input_terminated"):
-        body = stream.read(BODY_LIMIT + 1)
-        if len(body) > BODY_LIMIT:
-            return None
-    else:
-        body = b""
-    environ["wsgi.input"] = io.BytesIO(body)
+        length = 0
+    body = read_bounded(environ, length, BODY_LIMIT)
+    if body is not None:
+        environ["wsgi.input"] = io.BytesIO(body)
     return body
