@@ -28,6 +28,7 @@ from firehose.service import FirehoseService
 
 from .admin import admin_app, is_loopback
 from .config import Settings, SettingsError
+from .destinations import Destinations
 from .functions.service import LambdaService
 from .guard import Refusal, RequestGuard
 from .kinesis.retention import Sweeper
@@ -85,6 +86,9 @@ class Edge:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.store = Store(None if settings.in_memory else settings.data_dir)
+        # In-process deliveries between services by ARN (OnFailure destinations, SNS subscriptions):
+        # each receiving service registers its sender here.
+        self.destinations = Destinations()
         self.kinesis = KinesisService(settings, self.store)
         self.services: dict[str, Any] = {self.kinesis.target_prefix: self.kinesis}
         # Buckets live beside the database (the S3 API serves the same store).

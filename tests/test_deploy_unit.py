@@ -13,8 +13,12 @@ import pytest
 
 from kinesim.deploy import cli
 from kinesim.deploy.intrinsics import NO_VALUE, Resolver, pseudo_parameters
-from kinesim.deploy.resources import (HANDLERS, EventSourceMapping, FirehoseDeliveryStream, KinesisStream,
-                                      LambdaFunction, S3Bucket, Target, generated_name, inline_package, package)
+from kinesim.deploy.firehose_resources import FirehoseDeliveryStream
+from kinesim.deploy.handlers import HANDLERS
+from kinesim.deploy.kinesis_resources import KinesisStream
+from kinesim.deploy.lambda_resources import EventSourceMapping, LambdaFunction, inline_package, package
+from kinesim.deploy.resources import CLIENTS, Target, generated_name
+from kinesim.deploy.s3_resources import S3Bucket
 from kinesim.deploy.sam import PLACEHOLDER_BUCKET, BundledManagedPolicyLoader, translate
 from kinesim.deploy.stack import check, creation_order, decide, deletion_order, stack_name_for
 from kinesim.deploy.template import DeployError, TemplateError, lint, load_template, parameter_values
@@ -39,11 +43,10 @@ def resolver_for(template: dict, parameters: dict | None = None) -> Resolver:
 def target(tmp_path: Path, region: str = "us-east-1", stack_name: str = "shop") -> Target:
     # Clients are made but never called: creating one opens no connection.
     session = boto3.Session(region_name=region, aws_access_key_id="t", aws_secret_access_key="t")
-    clients = {name: session.client(name, endpoint_url="http://127.0.0.1:9")
-               for name in ("kinesis", "lambda", "firehose", "s3")}
+    clients = {name: session.client(name, endpoint_url="http://127.0.0.1:9") for name in CLIENTS}
     return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"], stack_name=stack_name, region=region,
                   account_id="123456789012", partition="aws-cn" if region.startswith("cn-") else "aws",
-                  template_dir=tmp_path, firehose=clients["firehose"], s3=clients["s3"])
+                  template_dir=tmp_path, **{n: c for n, c in clients.items() if n not in ("kinesis", "lambda")})
 
 
 # Reading

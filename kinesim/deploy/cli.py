@@ -129,7 +129,7 @@ def make_target(args: argparse.Namespace) -> Target:
     from botocore.config import Config
 
     from .intrinsics import partition_of
-    from .resources import Target
+    from .resources import CLIENTS, Target
     from .stack import stack_name_for
     health = server_settings(args.endpoint_url)
     # A kinesim server is one region: its own (in every ARN it returns) is the natural default.
@@ -140,14 +140,15 @@ def make_target(args: argparse.Namespace) -> Target:
     credentials = {} if session.get_credentials() else {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
     config = Config(retries={"max_attempts": 3, "mode": "standard"})
     clients = {name: session.client(name, endpoint_url=args.endpoint_url, config=config, **credentials)
-               for name in ("kinesis", "lambda", "firehose")}
+               for name in CLIENTS if name != "s3"}
     # Path-style: kinesim's buckets are not host names.
     clients["s3"] = session.client("s3", endpoint_url=args.endpoint_url, **credentials,
                                    config=config.merge(Config(s3={"addressing_style": "path"})))
     return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"],
                   stack_name=args.stack_name or stack_name_for(args.template), region=region,
                   account_id=str(health.get("account_id") or "000000000000"), partition=partition_of(region),
-                  template_dir=args.template.resolve().parent, firehose=clients["firehose"], s3=clients["s3"])
+                  template_dir=args.template.resolve().parent,
+                  **{name: client for name, client in clients.items() if name not in ("kinesis", "lambda")})
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from typing import Any, Callable
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .intrinsics import Resolver, pseudo_parameters
-from .resources import HANDLERS, ResourceHandler, Target, schema_attributes
+from .handlers import HANDLERS
+from .resources import ResourceHandler, Target, schema_attributes
 from .sam import translate
 from .template import DeployError, TemplateError, lint, load_template, parameter_values
 
