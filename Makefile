@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	# Node.js 24 (nodejs24.x functions) from the npm registry into the venv; see kinesim/functions/runtimes.py
+	$(VENV)/bin/python -m kinesim.functions.runtimes install 24 || echo "warning: no Node.js 24: nodejs24.x functions will be refused"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -7,7 +7,8 @@
 
 kinesim (durable, temp data dir) runs a 4-shard stream, a no-op Python function uploaded as a zip
 with boto3's create_function and an event source mapping, and the script measures
-put -> handler-start latency (BatchSize 100 and 1) and the records/s a no-op handler gets through
+put -> handler-start latency (BatchSize 100 and 1; the same workload again with a Node.js handler
+on nodejs24.x, `--languages`) and the records/s a no-op handler gets through
 (BatchSize 100, 4 shards, TRIM_HORIZON over a preloaded stream). moto's server is probed for
 whether it runs a function from a mapping at all (it needs Docker, which is not here) and timed on
 the control-plane calls both implement. See bench/README.md, "Functions".
@@ -48,6 +49,8 @@ from run import _terminate, log  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")  # kinesim-mem (--in-memory): optional, for comparison
 WORKLOADS = ("latency", "throughput", "api")
+LANGUAGES = ("python", "nodejs")  # the latency workload's handler: python3.12 or nodejs24.x
+NODE_RUNTIME = "nodejs24.x"
 REGION = "us-east-1"
 KINESIM_ROLE = "arn:aws:iam::000000000000:role/bench-function-role"
 LATENCY_TARGET_MS = 20.0
@@ -87,11 +90,41 @@ def count(event, context):
 '''
 
 
+# The same two handlers in Node.js (CommonJS), for the latency workload on nodejs24.x.
+NODE_HANDLER_SOURCE = '''\
+const fs = require('fs');
+const path = require('path');
+
+const out = fs.openSync(path.join(process.env.BENCH_RESULTS_DIR, `${process.pid}.txt`), 'a');
+
+exports.latency = async (event) => {
+  const entered = (performance.timeOrigin + performance.now()) / 1000;
+  const pairs = event.Records.map((record) => {
+    const [index, sent] = Buffer.from(record.kinesis.data, 'base64').toString().split(' ');
+    return `${index}:${((entered - Number(sent)) * 1000).toFixed(3)}`;
+  });
+  if (pairs.length) fs.writeSync(out, pairs.join(' ') + '\\n');
+};
+
+exports.count = async (event) => {
+  const records = event.Records;
+  if (records.length) {
+    const shard = records[0].eventID.slice(0, records[0].eventID.lastIndexOf(':'));
+    const first = records[0].kinesis.sequenceNumber;
+    const last = records[records.length - 1].kinesis.sequenceNumber;
+    fs.writeSync(out, `${records.length} ${shard} ${first} ${last} ${(Date.now() / 1000).toFixed(6)}\\n`);
+  }
+};
+'''
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--targets", default="kinesim,moto", help="comma list out of " + ",".join(TARGETS)
                    + " (default kinesim,moto)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma list out of " + ",".join(WORKLOADS))
+    p.add_argument("--languages", default=",".join(LANGUAGES),
+                   help="handlers of the latency workload, comma list out of " + ",".join(LANGUAGES))
     p.add_argument("--seconds", type=float, default=10.0, help="length of each latency run (default 10)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 2 s latency runs, 20k-record preload, 5 API rounds (figures are rough)")
@@ -102,6 +135,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     a.targets = choices(p, a.targets, TARGETS, "target")
     a.workloads = choices(p, a.workloads, WORKLOADS, "workload")
+    a.languages = choices(p, a.languages, LANGUAGES, "language")
     if a.quick:
         a.seconds, a.preload, a.api_rounds = min(a.seconds, 2.0), min(a.preload, 20_000), min(a.api_rounds, 5)
     return a
@@ -110,11 +144,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------------------------------------
 # the function and its results
 
-def function_zip() -> bytes:
+def function_zip(language: str = "python") -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(f"{HANDLER_MODULE}.py", HANDLER_SOURCE)
+        if language == "nodejs":
+            z.writestr(f"{HANDLER_MODULE}.js", NODE_HANDLER_SOURCE)
+        else:
+            z.writestr(f"{HANDLER_MODULE}.py", HANDLER_SOURCE)
     return buf.getvalue()
+
+
+def node_missing() -> str | None:
+    """Why the Node.js handler cannot run here (its Node.js is not installed), or None."""
+    from kinesim.functions import runtimes  # the server runs from this same install
+    return runtimes.check(NODE_RUNTIME)
 
 
 class Results:
@@ -156,11 +199,13 @@ class Target:
                             aws_secret_access_key="test",
                             config=Config(retries={"max_attempts": 1}, read_timeout=120))
 
-    def create_function(self, name: str, handler: str, results: Path | None = None, package: bytes | None = None):
+    def create_function(self, name: str, handler: str, results: Path | None = None, package: bytes | None = None,
+                        language: str = "python"):
         env = {"Variables": {"BENCH_RESULTS_DIR": str(results)}} if results else {"Variables": {}}
-        return self.lam.create_function(FunctionName=name, Runtime="python3.12", Role=self.role,
+        runtime = NODE_RUNTIME if language == "nodejs" else "python3.12"
+        return self.lam.create_function(FunctionName=name, Runtime=runtime, Role=self.role,
                                         Handler=f"{HANDLER_MODULE}.{handler}", Environment=env,
-                                        Code={"ZipFile": package or function_zip()})
+                                        Code={"ZipFile": package or function_zip(language)})
 
     def prewarm(self, name: str, n: int = PREWARM) -> None:
         """n overlapping invocations with no records: n warm workers for the pollers to use."""
@@ -244,17 +289,19 @@ def collect_latencies(results: Results, seen: dict[str, list[float]], invocation
         time.sleep(0.05)
 
 
-def latency_workload(target: Target, args: argparse.Namespace, work_dir: Path, batch_size: int) -> dict:
+def latency_workload(target: Target, args: argparse.Namespace, work_dir: Path, batch_size: int,
+                     language: str = "python") -> dict:
     """A steady producer (args.rate PutRecord/s, args.seconds) on a 4-shard stream with a mapping
-    (BatchSize `batch_size`, LATEST); the handler's time.time() at entry - each record's send time.
-    One second of warm-up records goes first and is not counted."""
-    key = f"lat{batch_size}"
+    (BatchSize `batch_size`, LATEST); the handler's clock at entry - each record's send time.
+    One second of warm-up records goes first and is not counted. Keys: lat<batch>.* for the Python
+    handler, nodelat<batch>.* for the Node.js one."""
+    key = f"{'node' if language == 'nodejs' else ''}lat{batch_size}"
     ctx = _ctx(target, args)
     stream, _ = wl.create_stream(ctx, f"fn-{key}")
     function, mapping = f"bench-{key}-{_tag()}", None
     results = Results(work_dir / function)
     try:
-        target.create_function(function, "latency", results.dir)
+        target.create_function(function, "latency", results.dir, language=language)
         target.prewarm(function)
         mapping = target.lam.create_event_source_mapping(
             FunctionName=function, EventSourceArn=target.stream_arn(stream), StartingPosition="LATEST",
@@ -459,9 +506,16 @@ def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
     if name == "moto":
         steps.append(("probe", lambda t: moto_probe(t, work_dir)))
     else:
-        if "latency" in args.workloads:
+        if "latency" in args.workloads and "python" in args.languages:
             steps += [("latency BatchSize 100", lambda t: latency_workload(t, args, work_dir, 100)),
                       ("latency BatchSize 1", lambda t: latency_workload(t, args, work_dir, 1))]
+        if "latency" in args.workloads and "nodejs" in args.languages:
+            missing = node_missing()
+            if missing:
+                log(f"{name}: no Node.js latency runs: {missing}")
+            else:
+                steps += [("latency BatchSize 100, Node.js", lambda t: latency_workload(t, args, work_dir, 100, "nodejs")),
+                          ("latency BatchSize 1, Node.js", lambda t: latency_workload(t, args, work_dir, 1, "nodejs"))]
         if "throughput" in args.workloads:
             steps.append(("throughput", lambda t: throughput_workload(t, args, work_dir)))
     if "api" in args.workloads:
@@ -483,6 +537,12 @@ ROWS = [
     ("put->handler p50 ms, BatchSize 1", "lat1.p50", "{:.2f}", "down"),
     ("put->handler p90 ms, BatchSize 1", "lat1.p90", "{:.2f}", "down"),
     ("put->handler p99 ms, BatchSize 1", "lat1.p99", "{:.2f}", "down"),
+    ("put->handler p50 ms, BatchSize 100, Node.js", "nodelat100.p50", "{:.2f}", "down"),
+    ("put->handler p90 ms, BatchSize 100, Node.js", "nodelat100.p90", "{:.2f}", "down"),
+    ("put->handler p99 ms, BatchSize 100, Node.js", "nodelat100.p99", "{:.2f}", "down"),
+    ("put->handler p50 ms, BatchSize 1, Node.js", "nodelat1.p50", "{:.2f}", "down"),
+    ("put->handler p90 ms, BatchSize 1, Node.js", "nodelat1.p90", "{:.2f}", "down"),
+    ("put->handler p99 ms, BatchSize 1, Node.js", "nodelat1.p99", "{:.2f}", "down"),
     ("no-op handler records/s (BatchSize 100, 4 shards)", "rate.rps", "{:,.0f}", "up"),
     ("no-op handler invocations/s", "rate.ips", "{:,.0f}", "up"),
     ("CreateFunction p50 ms", "api.create_function.p50", "{:.2f}", "down"),
@@ -501,6 +561,10 @@ DETAIL_ROWS = [
     ("latency BatchSize 1: put rate /s, p90 / max ms", "lat1.rate_max", "{}"),
     ("latency BatchSize 1: invocations, records per invocation", "lat1.inv", "{}"),
     ("latency BatchSize 1: server cores", "lat1.server_cores", "{:.2f}"),
+    ("Node.js latency BatchSize 100: sent / seen / dups", "nodelat100.counts", "{}"),
+    ("Node.js latency BatchSize 100: invocations, records per invocation", "nodelat100.inv", "{}"),
+    ("Node.js latency BatchSize 1: sent / seen / dups", "nodelat1.counts", "{}"),
+    ("Node.js latency BatchSize 1: invocations, records per invocation", "nodelat1.inv", "{}"),
     ("throughput: preloaded records (PutRecords records/s)", "rate.preload_text", "{}"),
     ("throughput: delivered in s", "rate.seconds", "{:.2f}"),
     ("throughput: invocations, records per invocation", "rate.inv", "{}"),
@@ -520,12 +584,12 @@ def derive(name: str, fig: dict) -> dict:
     if name == "moto":
         out["runs"] = "yes" if fig.get("probe.ran") else MOTO_NEEDS_DOCKER if "probe.ran" in fig else None
         for label, key, _, _ in ROWS:
-            if key.startswith(("lat", "rate.")) or key == "api.invoke.p50":
+            if key.startswith(("lat", "nodelat", "rate.")) or key == "api.invoke.p50":
                 out[key] = "n/a"
     else:
         out["runs"] = "yes" if fig.get("lat100.seen") or fig.get("rate.delivered") or fig.get("api.invoke.p50") \
             else None
-    for k in ("lat100", "lat1"):
+    for k in ("lat100", "lat1", "nodelat100", "nodelat1"):
         if f"{k}.sent" in fig:
             out[f"{k}.counts"] = f"{fig[f'{k}.sent']:,} / {fig[f'{k}.seen']:,} / {fig[f'{k}.dups']:,}"
             out[f"{k}.rate_max"] = f"{fig[f'{k}.rate']:.0f}, {f(fig[f'{k}.p90'])} / {f(fig[f'{k}.max'])}"
@@ -566,14 +630,18 @@ def checks(figs: dict[str, dict]) -> list[dict]:
 
     for t in (t for t in ("kinesim", "kinesim-mem") if t in figs):
         k = figs[t]
-        for batch in (100, 1):
-            p50 = k.get(f"lat{batch}.p50")
-            add(f"{t} put->handler p50 <= {LATENCY_TARGET_MS:g} ms (BatchSize {batch})",
-                report.fmt_value(p50, "{:.2f} ms"), None if p50 is None else p50 <= LATENCY_TARGET_MS)
-        for batch in (100, 1):
-            if f"lat{batch}.sent" in k:
-                add(f"{t} latency run (BatchSize {batch}): every record once", k[f"lat{batch}.counts"],
-                    k[f"lat{batch}.missing"] == 0 and k[f"lat{batch}.dups"] == 0)
+        for prefix, language in (("lat", ""), ("nodelat", ", Node.js")):
+            for batch in (100, 1):
+                p50 = k.get(f"{prefix}{batch}.p50")
+                if p50 is None and prefix == "nodelat":
+                    continue
+                add(f"{t} put->handler p50 <= {LATENCY_TARGET_MS:g} ms (BatchSize {batch}{language})",
+                    report.fmt_value(p50, "{:.2f} ms"), None if p50 is None else p50 <= LATENCY_TARGET_MS)
+            for batch in (100, 1):
+                if f"{prefix}{batch}.sent" in k:
+                    add(f"{t} latency run (BatchSize {batch}{language}): every record once",
+                        k[f"{prefix}{batch}.counts"],
+                        k[f"{prefix}{batch}.missing"] == 0 and k[f"{prefix}{batch}.dups"] == 0)
         if "rate.delivered" in k:
             add(f"{t} throughput run: every record once, in order",
                 k["rate.check_text"] + " missing/extra/disorder",

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import orjson
 from flask import Flask, abort, jsonify, request, send_file
 
+from .functions.runtimes import runnable as runnable_runtimes
+
 if TYPE_CHECKING:
     from .edge import Edge
 
@@ -36,8 +38,10 @@ def admin_app(edge: "Edge") -> Flask:
 
     @app.get("/_kinesim/health")
     def health():
-        doc = dict(status="running", services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3")},
-                   region=edge.settings.region, account_id=edge.settings.account_id)
+        doc = dict(status="running",
+                   services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns")},
+                   region=edge.settings.region, account_id=edge.settings.account_id,
+                   runtimes=runnable_runtimes())  # every Lambda Runtime value this server runs now
         if is_loopback(request.remote_addr):
             # Where buckets are plain directories (a temp one when in memory): `kinesim sql` on
             # this machine reads delivered objects from there. Other machines have no use for

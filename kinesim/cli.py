@@ -64,6 +64,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-subscriptions", type=int, default=d.max_subscriptions,
                    help="SubscribeToShard calls open at once (more get LimitExceededException), so that "
                         "threads stay free for short calls")
+    p.add_argument("--max-long-polls", type=int, default=d.max_long_polls,
+                   help="SQS ReceiveMessage long polls waiting at once (more answer at once with what the "
+                        "queue has), so that threads stay free for short calls")
     p.add_argument("--firehose-interval-scale", type=float, default=d.firehose_interval_scale,
                    help="multiply Firehose buffering intervals and retry durations by this (0.01: a 60 s "
                         "buffer flushes after 0.6 s); for tests")

@@ -33,12 +33,16 @@ from .functions.service import LambdaService
 from .guard import Refusal, RequestGuard
 from .kinesis.retention import Sweeper
 from .kinesis.service import KinesisService
+from .logs.service import LogsService
 from .protocol import auth, codec, eventstream, sigv4
 from .protocol.body import read_bounded
 from .protocol.errors import AwsError
 from .protocol.rest import RestApp
 from .s3.api import S3App, is_s3_request
 from .s3.objects import ObjectStore
+from .sns.api import SnsApp
+from .sns.service import SnsService
+from .sqs.service import SqsService
 from .store import Store
 
 log = logging.getLogger("kinesim.edge")
@@ -94,12 +98,21 @@ class Edge:
         # Buckets live beside the database (the S3 API serves the same store).
         self.objects = ObjectStore(os.path.join(os.path.dirname(self.store.path), "s3"), settings.region)
         self.s3 = S3App(self.objects, settings)
-        self.functions = LambdaService(settings, self.store, self.kinesis, self.objects)
+        self.functions = LambdaService(settings, self.store, self.kinesis, self.objects, self.destinations)
         self.lambda_rest = RestApp(self.functions, payload_type="application/json")
         self.firehose = FirehoseService(settings, self.store, self.objects, self.kinesis,
                                         self.functions.invoke_function)
         self.services[self.firehose.target_prefix] = self.firehose
-        self.json_signing_names = frozenset(("kinesis", "firehose"))
+        # CloudWatch Logs over the same files the Lambda runtime writes functions' logs to.
+        self.logs = LogsService(settings, self.store, self.functions.logs)
+        self.services[self.logs.target_prefix] = self.logs
+        self.sqs = SqsService(settings, self.store)
+        self.services[self.sqs.target_prefix] = self.sqs
+        self.destinations.register("sqs", self.sqs.send_to_arn)
+        self.json_signing_names = frozenset(("kinesis", "firehose", "logs", "sqs"))
+        self.sns = SnsService(settings, self.store, self.destinations.send, self.functions.endpoint_url)
+        self.sns_api = SnsApp(self.sns)
+        self._register_senders()
         self.firehose.start()  # resumes delivery of what was buffered before a restart
         self.flask = admin_app(self)
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
@@ -107,9 +120,33 @@ class Edge:
         self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
         self.sweeper.start()
 
+    def _register_senders(self) -> None:
+        """The in-process deliveries by ARN that SNS subscriptions and OnFailure destinations use:
+        to an SNS topic (a Publish), a Lambda function (an asynchronous invocation: the function is
+        looked up first, so that a missing one is the sender's error) and a Firehose delivery
+        stream (a PutRecord through Firehose's own checks)."""
+        def to_lambda(arn: str, message: bytes, attributes: Any) -> None:
+            self.functions.function(arn)
+            self.functions.async_invoker.submit(arn, message, request_id())
+
+        def to_firehose(arn: str, message: bytes, attributes: Any) -> None:
+            name = arn.split(":", 5)[5].partition("/")[2]
+            self.firehose.call("PutRecord", {"DeliveryStreamName": name, "Record": {"Data": message}}, cbor=True)
+
+        def to_sns(arn: str, message: bytes, attributes: Any) -> None:
+            self.sns.call("Publish", {"TopicArn": arn, "Message": message.decode("utf-8", "replace"),
+                                      **(attributes or {})})
+
+        self.destinations.register("lambda", to_lambda)
+        self.destinations.register("firehose", to_firehose)
+        self.destinations.register("sns", to_sns)
+
     def close(self) -> None:
         self.sweeper.stop()
+        self.sns.close()
         self.firehose.close()
+        self.logs.close()
+        self.sqs.close()
         self.functions.close()
         self.kinesis.close()
         self.store.close()
@@ -132,7 +169,9 @@ class Edge:
                 return self._refuse(refused, environ, start_response, app)
         if app is None:
             return self.json_protocol(environ, start_response)
-        if app is not self.flask and environ.get("REQUEST_METHOD") == "POST" \
+        # SNS's query protocol is a form POST from every SDK, so it cannot be told from a web page's
+        # by its type: the guard's Origin check above is what keeps pages of other sites out.
+        if app is not self.flask and app is not self.sns_api and environ.get("REQUEST_METHOD") == "POST" \
                 and _CORS_SIMPLE_TYPES.match(environ.get("CONTENT_TYPE", "")):
             # The body types a web page may send anywhere without asking first. No AWS SDK sends
             # them to Lambda or to S3's POST operations (their bodies are JSON or XML, or a blob
@@ -148,11 +187,14 @@ class Edge:
         answer, not a page of kinesim's own."""
         if self.lambda_rest.accepts(environ):
             return self.lambda_rest
+        signed_for = _signed_for(environ)
+        if self.sns_api.accepts(environ, signed_for):  # the query protocol: no X-Amz-Target, a form body
+            return self.sns_api
         if is_s3_request(environ):
             return self.s3
         if environ.get("PATH_INFO", "").startswith("/_kinesim/"):
             return self.flask
-        if environ.get("REQUEST_METHOD") == "POST" or _signed_for(environ) in self.json_signing_names:
+        if environ.get("REQUEST_METHOD") == "POST" or signed_for in self.json_signing_names:
             return None
         return self.flask
 
@@ -175,7 +217,7 @@ class Edge:
         log.warning("refused %s %s: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), err.message)
         if app is self.s3 and err.code in ("AccessDeniedException", "UnsupportedMediaTypeException"):
             err = AwsError("AccessDenied", err.message, 403)  # S3's one code for a refused request
-        if app is self.lambda_rest or app is self.s3:
+        if app is self.lambda_rest or app is self.s3 or app is self.sns_api:
             status_line, headers, body = app.error_answer(err, environ)
         else:
             status_line, headers, body = self._error(err, environ)
@@ -228,6 +270,8 @@ class Edge:
         service = self.services.get(prefix)
         known = service is not None and service.has_operation(op)
         ctype = self._content_type(environ)
+        if service is self.sqs and ctype in _SQS_TYPES:
+            return self._sqs_call(environ, body, op, known)
         if not body:  # answered in CBOR unless the request says JSON 1.1, whatever else it says
             raise _answered_as("json" if ctype == codec.JSON_CONTENT_TYPE else "cbor",
                                AwsError("SerializationException" if known else "UnknownOperationException"), environ)
@@ -252,6 +296,18 @@ class Edge:
         if not service.validator.has_output(op):  # AWS sends no body at all, not `{}`
             return "200 OK", [("Content-Type", codec.response_type(fmt))], b""
         out, content_type = codec.encode_response(result, fmt, timestamps)
+        return "200 OK", [("Content-Type", content_type)], out
+
+    def _sqs_call(self, environ: dict[str, Any], body: bytes, op: str, known: bool) -> tuple[str, list, Any]:
+        """SQS: JSON 1.0 (its protocol; 1.1 bodies are the same and are taken too), answered in
+        1.0, errors with their query codes. Queue URLs name the endpoint the request came in on."""
+        environ[_FORMAT] = "json10"
+        if not known:
+            raise AwsError("UnknownOperationException")
+        params, _ = codec.decode_request(body or b"{}", codec.JSON_CONTENT_TYPE)
+        auth.check_auth("POST", _Headers(environ), environ.get("QUERY_STRING", ""))
+        result = self.sqs.call(op, params, endpoint=_endpoint(environ))
+        out, content_type = codec.encode_response(result, "json10")
         return "200 OK", [("Content-Type", content_type)], out
 
 
@@ -320,6 +376,15 @@ def _answered_as(fmt: str, err: AwsError, environ: dict[str, Any]) -> AwsError:
     """`err`, to be answered in `fmt` whatever the request's content type says."""
     environ[_FORMAT] = fmt
     return err
+
+
+_SQS_TYPES = (codec.JSON10_CONTENT_TYPE, codec.JSON_CONTENT_TYPE)
+
+
+def _endpoint(environ: dict[str, Any]) -> str:
+    """`scheme://host[:port]` as the client reached the server (the guard has checked the Host)."""
+    host = environ.get("HTTP_HOST") or f"{environ.get('SERVER_NAME', 'localhost')}:{environ.get('SERVER_PORT', '')}"
+    return f"{environ.get('wsgi.url_scheme', 'http')}://{host}"
 
 
 def _is_json(body: bytes) -> bool:

@@ -105,6 +105,7 @@ class ServerProcess:
                "--subscription-lifetime", str(s.subscription_s),
                "--subscription-heartbeat", str(s.subscription_heartbeat_s),
                "--request-threads", str(s.request_threads), "--max-subscriptions", str(s.max_subscriptions),
+               "--max-long-polls", str(s.max_long_polls),
                "--firehose-interval-scale", str(s.firehose_interval_scale)]
         for flag, values in (("--cors-origins", s.cors_origins), ("--allowed-hosts", s.allowed_hosts)):
             if values:

@@ -22,6 +22,7 @@ import random
 import zipfile
 from datetime import datetime, timezone
 from typing import AbstractSet, Any, Iterator
+from urllib.parse import quote
 
 import boto3
 import botocore.session
@@ -29,9 +30,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 import fuzz_values as v
-from fuzz_wire import CONTENT_TYPES, Operation, Request, header_name, header_value
+from fuzz_wire import CONTENT_TYPES, DATE, Operation, Request, authorization, header_name, header_value, text_of
 
-SERVICES = ("kinesis", "firehose", "lambda", "s3")
+SERVICES = ("kinesis", "firehose", "lambda", "s3", "sns", "sqs", "logs")
 HANDLER = "def handler(event, context):\n    return event\n"
 ROLE = "arn:aws:iam::000000000000:role/fuzz"
 _DESTRUCTIVE = ("Abort", "Delete", "Deregister", "Remove")
@@ -52,7 +53,8 @@ class Fuzzer:
             model = session.get_service_model(service)
             # Deletions last, so that the rest of a sweep meets the real resources.
             names = sorted(model.operation_names, key=lambda n: (n.startswith(_DESTRUCTIVE), n))
-            self.operations[service] = [Operation(service, model, name) for name in names]
+            kind = QueryOperation if model.metadata["protocol"] == "query" else Operation
+            self.operations[service] = [kind(service, model, name) for name in names]
 
     # values
 
@@ -192,18 +194,19 @@ class Fuzzer:
         valid = op.request(self.base(op, rng), "", fmt)
         bodies = [(rng.randbytes(rng.randint(1, 4096)), "random bytes"),
                   (valid.body[:rng.randrange(len(valid.body) or 1)], "truncated")]
-        bodies += [(b, f"garbage {b[:24]!r}") for b in v.GARBAGE[fmt] + v.GARBAGE_ANY]
+        bodies += [(b, f"garbage {b[:24]!r}") for b in v.GARBAGE.get(fmt, QUERY_GARBAGE) + v.GARBAGE_ANY]
         out = []
         for body, what in bodies if every else [rng.choice(bodies)]:
             req = dataclasses.replace(valid, body=body, case=f"{what}/{fmt}", headers=dict(valid.headers))
-            req.headers.setdefault("Content-Type", CONTENT_TYPES[op.protocol])
+            req.headers.setdefault("Content-Type", CONTENT_TYPES.get(op.protocol, FORM_TYPE))
             out.append(req)
         return out
 
     def content_type_cases(self, op: Operation, rng: random.Random, every: bool = False) -> list[Request]:
         valid = op.request(self.base(op, rng), "", "json")
         out = []
-        for ctype in v.WRONG_TYPES[op.protocol] if every else [rng.choice(v.WRONG_TYPES[op.protocol])]:
+        wrong = v.WRONG_TYPES.get(op.protocol, QUERY_WRONG_TYPES)
+        for ctype in wrong if every else [rng.choice(wrong)]:
             headers = {k: h for k, h in valid.headers.items() if k != "Content-Type"}
             if ctype is not None:
                 headers["Content-Type"] = ctype
@@ -215,7 +218,7 @@ class Fuzzer:
         presigned-URL parameters), headers (another operation's target, broken credentials,
         foreign origins, odd ranges and checksums)."""
         valid = op.request(self.base(op, rng), "", "json")
-        table = v.ODD[op.service if op.protocol != "json" else "json"]
+        table = v.ODD.get(op.service if op.protocol != "json" else "json", v.ODD["json"])
         out = []
         for method, query, headers in table if every else [rng.choice(table)]:
             req = dataclasses.replace(valid, method=method or valid.method, headers=dict(valid.headers),
@@ -261,6 +264,56 @@ class Fuzzer:
         names, weights = zip(*self.CASES)
         made = getattr(self, rng.choices(names, weights)[0])(op, rng)
         return made if isinstance(made, Request) else made[0]
+
+
+# SNS's query protocol: the input flattened into a form as botocore's QuerySerializer writes it
+# (`Name.member.N`, `Name.entry.N.key`), every value as text.
+FORM_TYPE = "application/x-www-form-urlencoded; charset=utf-8"
+QUERY_GARBAGE = [b"=", b"&&&", b"Action", b"Action=%zz", b"Action=Publish&Action=ListTopics",
+                 b"a=" + b"%ff" * 5000, b"Action=ListTopics&" + b"x.member.1=1&" * 20000]
+QUERY_WRONG_TYPES = ["text/plain", None, "application/json", "application/x-amz-json-1.1",
+                     "multipart/form-data; boundary=x"]
+
+
+class QueryOperation(Operation):
+    def body_format(self, member: str | None = None) -> str:
+        return "text"
+
+    def request(self, params: dict[str, Any], case: str, fmt: str = "text") -> Request:
+        pairs: list[tuple[str, Any]] = [("Action", self.name), ("Version", self.model.metadata["apiVersion"])]
+        _flatten(self.input, params, "", pairs)
+        body = "&".join(f"{quote(k, safe='.')}={_form_value(val)}" for k, val in pairs)
+        headers = {"X-Amz-Date": DATE, "Authorization": authorization(self.service), "Content-Type": FORM_TYPE}
+        return Request(self.service, self.name, case, "POST", "/", headers, body.encode("utf-8", "surrogatepass"))
+
+
+def _form_value(value: Any) -> str:
+    if isinstance(value, v.Raw):
+        return str(value.value)
+    return quote(text_of(value).encode("utf-8", "surrogatepass"), safe="")
+
+
+def _flatten(shape: Any, value: Any, prefix: str, pairs: list[tuple[str, Any]]) -> None:
+    """Values that do not fit their shape (the fuzzer's wrong types) go out as text where they are."""
+    kind = shape.type_name if shape is not None else None
+    if kind == "structure" and isinstance(value, dict):
+        for name, item in value.items():
+            member = shape.members.get(name)
+            wire = member.serialization.get("name", name) if member is not None else str(name)
+            _flatten(member, item, f"{prefix}.{wire}" if prefix else wire, pairs)
+    elif kind == "list" and isinstance(value, list):
+        item_name = shape.member.serialization.get("name", "member")
+        base = prefix if shape.serialization.get("flattened") else f"{prefix}.{item_name}"
+        for i, item in enumerate(value, 1):
+            _flatten(shape.member, item, f"{base}.{i}", pairs)
+    elif kind == "map" and isinstance(value, dict):
+        key_name = shape.key.serialization.get("name", "key")
+        value_name = shape.value.serialization.get("name", "value")
+        for i, (k, item) in enumerate(value.items(), 1):
+            pairs.append((f"{prefix}.entry.{i}.{key_name}", k))
+            _flatten(shape.value, item, f"{prefix}.entry.{i}.{value_name}", pairs)
+    elif value is not None and prefix:
+        pairs.append((prefix, value))
 
 
 def _inner_slots(op: Operation, params: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
@@ -331,6 +384,33 @@ def _stream_names(kinesis: Any, stream: str, consumer: str, **mode: Any) -> dict
     }
 
 
+def _queue_names(sqs: Any, name: str) -> dict[str, list[Any]]:
+    """A standard and a FIFO queue, each with a message received (its receipt handle in the pool).
+    WaitTimeSeconds 0: a fuzzed ReceiveMessage answers at once instead of long polling."""
+    urls = [sqs.create_queue(QueueName=name)["QueueUrl"],
+            sqs.create_queue(QueueName=name + ".fifo", Attributes={"FifoQueue": "true",
+                                                                     "ContentBasedDeduplication": "true"})["QueueUrl"]]
+    handles = []
+    for url in urls:
+        sqs.send_message(QueueUrl=url, MessageBody="fuzz", **({"MessageGroupId": "g"} if url.endswith(".fifo") else {}))
+        handles += [m["ReceiptHandle"] for m in sqs.receive_message(QueueUrl=url, VisibilityTimeout=3600).get(
+            "Messages", [])]
+    return {"QueueUrl": urls, "QueueName": [name, name + ".fifo"], "ReceiptHandle": handles, "WaitTimeSeconds": [0]}
+
+
+def _log_names(logs: Any, group: str, function: str) -> dict[str, list[Any]]:
+    """A log group with a stream holding an event; the function's group (named, not yet logged to)."""
+    _quietly(logs.create_log_group, logGroupName=group)
+    _quietly(logs.create_log_stream, logGroupName=group, logStreamName="fuzz-stream")
+    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    logs.put_log_events(logGroupName=group, logStreamName="fuzz-stream",
+                        logEvents=[{"timestamp": now_ms, "message": "fuzz"}])
+    arn = f"arn:aws:logs:us-east-1:000000000000:log-group:{group}"
+    return {"logGroupName": [group, f"/aws/lambda/{function}"], "logStreamName": ["fuzz-stream"],
+            "logGroupIdentifier": [group, arn], "resourceArn": [arn], "logStreamNamePrefix": ["fuzz"],
+            "logGroupNamePrefix": ["/fuzz"]}
+
+
 def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]]]:
     """Two streams, provisioned and on-demand (some operations take only one kind), each with a
     consumer and a record; a bucket with an object and an open multipart upload; a delivery stream
@@ -352,11 +432,19 @@ def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]
     mappings = lam.list_event_source_mappings(FunctionName=function)["EventSourceMappings"]
     mapping = mappings[0]["UUID"] if mappings else lam.create_event_source_mapping(
         FunctionName=function, EventSourceArn=streams[0]["StreamARN"][0], StartingPosition="LATEST")["UUID"]
+    queues = _queue_names(client(url, "sqs"), f"{prefix}-queue")
+    log_names = _log_names(client(url, "logs"), f"/{prefix}/group", function)
+    sns = client(url, "sns")
+    topic = sns.create_topic(Name=f"{prefix}-topic")["TopicArn"]
+    subscription = sns.subscribe(TopicArn=topic, Protocol="firehose", Endpoint=firehose.describe_delivery_stream(
+        DeliveryStreamName=delivery)["DeliveryStreamDescription"]["DeliveryStreamARN"],
+        Attributes={"SubscriptionRoleArn": ROLE})["SubscriptionArn"]
     shared = {
+        "TopicArn": [topic], "TargetArn": [topic], "ResourceArn": [topic], "SubscriptionArn": [subscription],
         "DeliveryStreamName": [delivery], "RoleARN": [ROLE], "BucketARN": [f"arn:aws:s3:::{bucket}"],
         "FunctionName": [function, function_arn], "Role": [ROLE], "Handler": ["app.handler"],
         "Runtime": ["python3.12"], "ZipFile": [function_zip()], "UUID": [mapping], "Resource": [function_arn],
         "Bucket": [bucket], "Key": [key], "UploadId": [upload], "CopySource": [f"{bucket}/{key}"],
-        "S3Bucket": [bucket], "S3Key": [key],
+        "S3Bucket": [bucket], "S3Key": [key], **queues, **log_names,
     }
     return [{**shared, **names} for names in streams]

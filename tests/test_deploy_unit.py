@@ -344,9 +344,29 @@ def test_depends_on_orders_and_cycles_are_errors():
 
 
 def test_check_rejects_unsupported_types_naming_resource_and_type():
-    template = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}
-    with pytest.raises(DeployError, match=r"resource Queue: type AWS::SQS::Queue is not supported by kinesim deploy"):
+    template = {"Resources": {"Odd": {"Type": "AWS::Kinesis::Thing"}}}
+    with pytest.raises(DeployError, match=r"^resource Odd: type AWS::Kinesis::Thing is not supported by kinesim "
+                                          r"deploy \(of Kinesis: AWS::Kinesis::Stream"):
         check(template, resolver_for(template))
+
+
+def test_check_names_every_problem_at_once_and_the_services_not_emulated():
+    template = {"Resources": {
+        "Table": {"Type": "AWS::DynamoDB::Table"},
+        "Bus": {"Type": "AWS::Events::EventBus"},
+        "Hook": {"Type": "Custom::Seed"},
+        "F": {"Type": "AWS::Lambda::Function", "Properties": {"Runtime": "java21", "Role": {"Ref": "Missing"}}}}}
+    with pytest.raises(DeployError) as caught:
+        check(template, resolver_for(template), runtimes=["python3.12", "nodejs22.x"])
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "5 problems found before anything was created or changed:"
+    assert lines[1].startswith("  resource Table: kinesim does not emulate Amazon DynamoDB: AWS::DynamoDB::Table ")
+    assert lines[2].startswith("  resource Bus: kinesim does not emulate Amazon EventBridge: AWS::Events::EventBus ")
+    assert lines[3].startswith("  resource Hook: custom resource Custom::Seed is not supported")
+    assert lines[4] == ("  Template format error: resource F, property Role: Unresolved resource dependencies [Missing] "
+                        "in the Resources block of the template")
+    assert lines[5].startswith("  resource F: Runtime java21 cannot run on this kinesim server (it runs python3.12, "
+                               "nodejs22.x)")
 
 
 def test_check_names_resource_and_property_of_a_bad_getatt():
@@ -579,8 +599,9 @@ def test_generated_names_follow_cloudformation():
     name = generated_name("shop", "ClicksStream", 64)
     assert name.startswith("shop-ClicksStream-") and len(name) == len("shop-ClicksStream-") + 12
     assert len(generated_name("s" * 100, "L" * 100, 64)) == 64
-    assert set(HANDLERS) == {"AWS::Kinesis::Stream", "AWS::Lambda::Function", "AWS::Lambda::EventSourceMapping",
-                             "AWS::KinesisFirehose::DeliveryStream", "AWS::S3::Bucket",
+    # Others join as services are added.
+    assert set(HANDLERS) >= {"AWS::Kinesis::Stream", "AWS::Lambda::Function", "AWS::Lambda::EventSourceMapping",
+                             "AWS::Lambda::Permission", "AWS::KinesisFirehose::DeliveryStream", "AWS::S3::Bucket",
                              "AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}
 
 

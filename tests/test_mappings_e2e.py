@@ -555,7 +555,7 @@ def test_s3_destination_bucket_missing_holds_the_batch_until_it_exists(lambda_cl
 def test_unsupported_destinations_are_refused(lambda_client, make_stream, function):
     name, _ = function()
     stream = make_stream()
-    for destination in ("arn:aws:sqs:us-east-1:000000000000:dlq", "arn:aws:s3:::bucket/with/key"):
+    for destination in ("arn:aws:lambda:us-east-1:000000000000:function:dlq", "arn:aws:s3:::bucket/with/key"):
         with pytest.raises(ClientError) as caught:
             map_stream(lambda_client, stream, name, DestinationConfig={"OnFailure": {"Destination": destination}})
         assert caught.value.response["Error"]["Code"] == "InvalidParameterValueException"

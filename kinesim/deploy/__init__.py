@@ -1,12 +1,15 @@
 """`kinesim deploy`: a CloudFormation / SAM template turned into kinesim resources.
 
 The steps, one module each:
-- template.py: read the YAML or JSON (short-form intrinsics included) and lint it with cfn-lint;
+- template.py: read the YAML or JSON (short-form intrinsics included), lint it with cfn-lint,
+  inline `AWS::Include` snippets;
 - sam.py: apply the `AWS::Serverless-2016-10-31` transform with aws-sam-translator;
 - intrinsics.py: Ref, Fn::GetAtt, Fn::Sub, ... and Conditions, resolved as CloudFormation does;
 - resources.py: one handler per supported resource type, calling the service APIs with boto3;
-- stack.py: the plan (dependency order, create / update / replace / delete) and its application,
-  with the stack's state kept on the kinesim server;
+- validate.py: the whole template checked before anything is created, every problem named at once;
+- stack.py: the plan (dependency order, create / update / replace / delete; plan.py) and its
+  application, with the stack's state kept on the kinesim server; rollback.py: a failed create
+  or update rolled back, as CloudFormation does;
 - cli.py: the `kinesim deploy` command.
 
 Everything goes through the same APIs a client uses: a deployed stack is indistinguishable from

@@ -32,7 +32,15 @@ resources no longer in the template are deleted. The stack's state lives on the 
 its data. One line is printed per resource with its action, then the stack's Outputs.
 
 Before anything is changed, the template is checked with cfn-lint (offline): a misspelt
-property or a bad !GetAtt is reported with the resource and property it is in.
+property or a bad !GetAtt is reported with the resource and property it is in. Then everything
+kinesim cannot deploy (types of services it does not emulate, runtimes the server cannot run,
+unsupported properties) is reported at once. AWS::Include snippets (local files or s3://) are
+inlined first.
+
+A failed deploy rolls back as CloudFormation does: a new stack's resources are deleted again
+(ROLLBACK_COMPLETE; the next deploy creates the stack anew), an update's changes are undone
+(UPDATE_ROLLBACK_COMPLETE). Resources removed from the template are deleted only once the rest
+succeeded.
 """
 
 EPILOG = """\
@@ -78,11 +86,14 @@ def run(args: argparse.Namespace) -> int:
             raise DeployError(f"1 validation error detected: Value '{args.stack_name}' at 'stackName' failed to "
                               "satisfy constraint: Member must satisfy regular expression pattern: "
                               "[a-zA-Z][-a-zA-Z0-9]*|arn:[-a-zA-Z0-9:/._+]*")
-        target = make_target(args)
+        health = server_settings(args.endpoint_url)
+        target = make_target(args, health)
         # Imported here, not at the top: the SAM translator takes ~0.3 s to import, and every
         # `kinesim` command builds deploy's parser.
         from .stack import Deployer, StateStore
-        deployer = Deployer(target, StateStore(args.endpoint_url))
+        # The runtimes the server can run (a server that does not say runs python3.* only).
+        runtimes = health.get("runtimes") if isinstance(health.get("runtimes"), list) else None
+        deployer = Deployer(target, StateStore(args.endpoint_url), runtimes=runtimes)
         if args.delete:
             if not deployer.delete():
                 print(f"Stack {target.stack_name} does not exist: nothing to delete")
@@ -124,14 +135,14 @@ def server_settings(endpoint_url: str) -> dict[str, Any]:
                           "(--endpoint-url or AWS_ENDPOINT_URL choose the server)") from None
 
 
-def make_target(args: argparse.Namespace) -> Target:
+def make_target(args: argparse.Namespace, health: dict[str, Any] | None = None) -> Target:
     import boto3
     from botocore.config import Config
 
     from .intrinsics import partition_of
     from .resources import CLIENTS, Target
     from .stack import stack_name_for
-    health = server_settings(args.endpoint_url)
+    health = server_settings(args.endpoint_url) if health is None else health
     # A kinesim server is one region: its own (in every ARN it returns) is the natural default.
     region = args.region or health.get("region") or os.environ.get("AWS_REGION") \
         or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"

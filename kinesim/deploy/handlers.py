@@ -4,15 +4,27 @@ from __future__ import annotations
 
 from .firehose_resources import FirehoseDeliveryStream
 from .iam_resources import IamManagedPolicy, IamPolicy, IamRole
-from .kinesis_resources import KinesisStream
+from .kinesis_resources import KinesisStream, KinesisStreamConsumer
 from .lambda_resources import EventSourceMapping, LambdaFunction
+from .lambda_version_resources import (CodeDeployApplication, CodeDeployDeploymentGroup, LambdaAlias,
+                                       LambdaLayerVersion, LambdaVersion)
+from .logs_resources import LogsLogGroup, LogsLogStream
+from .permission_resources import LambdaPermission
 from .resources import ResourceHandler
 from .s3_resources import S3Bucket
+from .sns_resources import SnsSubscription, SnsTopic, SnsTopicPolicy
+from .sqs_resources import SqsQueue, SqsQueuePolicy
 
 HANDLERS: dict[str, type[ResourceHandler]] = {h.type_name: h for h in (
-    KinesisStream,
+    KinesisStream, KinesisStreamConsumer,
     LambdaFunction, EventSourceMapping,
+    LambdaVersion, LambdaAlias, LambdaLayerVersion,
+    CodeDeployApplication, CodeDeployDeploymentGroup,
+    LambdaPermission,
     FirehoseDeliveryStream,
     S3Bucket,
+    LogsLogGroup, LogsLogStream,
+    SnsTopic, SnsSubscription, SnsTopicPolicy,
+    SqsQueue, SqsQueuePolicy,
     IamRole, IamPolicy, IamManagedPolicy,
 )}

@@ -34,6 +34,17 @@ class IamResource(ResourceHandler):
         pass
 
 
+class ResourcePolicy(IamResource):
+    """A service's resource policy (a queue's, a topic's): recorded with an id, not applied."""
+    name_property = None
+    attributes = frozenset({"Id"})
+    kind: ClassVar[str] = "Policy"
+
+    def create(self, name: str | None, desired: dict[str, Any]) -> Applied:
+        physical_id = generated_name(self.target.stack_name, self.kind, 64)
+        return Applied(physical_id, {"Id": physical_id})
+
+
 class IamRole(IamResource):
     type_name = "AWS::IAM::Role"
     name_property = "RoleName"

@@ -1,6 +1,7 @@
-"""Kinesis resources: AWS::Kinesis::Stream."""
+"""Kinesis resources: AWS::Kinesis::Stream and AWS::Kinesis::StreamConsumer."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from .resources import (Applied, ResourceHandler, delete_and_wait, tag_map, wait_for)
@@ -113,3 +114,58 @@ class KinesisStream(ResourceHandler):
             return self.target.kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
 
         return wait_for(describe, lambda s: s["StreamStatus"] == "ACTIVE", f"stream {name}")
+
+
+class KinesisStreamConsumer(ResourceHandler):
+    """An enhanced fan-out consumer (RegisterStreamConsumer). Every property is create-only in its
+    CloudFormation schema, so any change replaces it. `Ref` gives its ARN (the schema's primary
+    identifier), which is also what an event source mapping takes as EventSourceArn."""
+    type_name = "AWS::Kinesis::StreamConsumer"
+    attributes = frozenset({"ConsumerARN", "ConsumerName", "ConsumerStatus", "ConsumerCreationTimestamp",
+                            "StreamARN"})
+    SUPPORTED = {"ConsumerName", "StreamARN", "Tags"}
+
+    def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
+        self._reject_unsupported(properties, self.SUPPORTED)
+        for required in ("ConsumerName", "StreamARN"):
+            if not isinstance(properties.get(required), str) or not properties[required]:
+                raise DeployError(f"property {required} is required")
+        return {"ConsumerName": properties["ConsumerName"], "StreamARN": properties["StreamARN"],
+                "Tags": tag_map(properties.get("Tags"))}
+
+    def create(self, name: str | None, desired: dict[str, Any]) -> Applied:
+        request: dict[str, Any] = {"StreamARN": desired["StreamARN"], "ConsumerName": desired["ConsumerName"]}
+        if desired["Tags"]:
+            request["Tags"] = desired["Tags"]
+        arn = self.target.kinesis.register_stream_consumer(**request)["Consumer"]["ConsumerARN"]
+        try:
+            description = self._wait_active(arn)
+        except Exception:
+            self.delete(arn, desired)  # half made is not made, as for streams
+            raise
+        return Applied(arn, self._attributes(description))
+
+    def update(self, physical_id: str, old: dict[str, Any], new: dict[str, Any],
+               attributes: dict[str, Any]) -> dict[str, Any]:
+        return attributes  # nothing is updatable in place: every change is a replacement
+
+    def delete(self, physical_id: str, desired: dict[str, Any]) -> None:
+        kinesis = self.target.kinesis
+        delete_and_wait(lambda: kinesis.deregister_stream_consumer(ConsumerARN=physical_id),
+                        lambda: kinesis.describe_stream_consumer(ConsumerARN=physical_id),
+                        f"stream consumer {physical_id}")
+
+    def _wait_active(self, arn: str) -> dict[str, Any]:
+        def describe() -> dict[str, Any]:
+            return self.target.kinesis.describe_stream_consumer(ConsumerARN=arn)["ConsumerDescription"]
+
+        return wait_for(describe, lambda d: d["ConsumerStatus"] == "ACTIVE", f"stream consumer {arn}")
+
+    @staticmethod
+    def _attributes(description: dict[str, Any]) -> dict[str, Any]:
+        created = description["ConsumerCreationTimestamp"]
+        if isinstance(created, datetime):  # the schema's attribute is a string: ISO 8601, in UTC
+            created = created.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"ConsumerARN": description["ConsumerARN"], "ConsumerName": description["ConsumerName"],
+                "ConsumerStatus": description["ConsumerStatus"], "ConsumerCreationTimestamp": str(created),
+                "StreamARN": description["StreamARN"]}

@@ -5,13 +5,15 @@ becomes exactly the `AWS::Lambda::Function`, `AWS::IAM::Role` and
 `AWS::Lambda::EventSourceMapping` resources AWS would create. Two things differ from a deploy to
 AWS, because nothing here leaves the machine:
 - managed policy names are looked up in the map the translator ships, never in IAM;
-- a local `CodeUri` directory (what `sam build`/`sam package` would upload) is swapped for an
-  `s3://` placeholder the translator accepts, and swapped back afterwards into the function's
-  `Code`, as a local path that the Lambda handler zips.
+- a local `CodeUri` directory (what `sam build`/`sam package` would upload), or a layer's local
+  `ContentUri`, is swapped for an `s3://` placeholder the translator accepts, and swapped back
+  afterwards into the function's `Code` (the layer's `Content`), as a local path the Lambda
+  handlers zip.
 """
 from __future__ import annotations
 
 import copy
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 
 from .intrinsics import partition_of
-from .template import TemplateError
+from .lambda_resources import package
+from .template import DeployError, TemplateError
 
 SAM_TRANSFORM = "AWS::Serverless-2016-10-31"
 PLACEHOLDER_BUCKET = "kinesim-local-code"
@@ -70,25 +73,41 @@ def translate(template: dict[str, Any], template_dir: Path, region: str,
     return out
 
 
+# The local path properties: a function's code (also in Globals), a layer's content.
+_LOCAL_PATHS = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
+
+
 def _placehold_local_code(template: dict[str, Any], template_dir: Path) -> dict[str, str]:
-    """Swap each local `CodeUri` (in functions and in Globals) for `s3://PLACEHOLDER/<n>`;
-    returns placeholder key -> absolute local path."""
-    places: list[dict[str, Any]] = [r.get("Properties") or {} for r in template["Resources"].values()
-                                    if isinstance(r, dict) and r.get("Type") == "AWS::Serverless::Function"]
-    places.append(((template.get("Globals") or {}).get("Function")) or {})
+    """Swap each local `CodeUri` (in functions and in Globals) and `ContentUri` (in layers) for
+    `s3://PLACEHOLDER/<n>-<hash of the package>`; returns placeholder key -> absolute local path.
+    The hash stands for the S3 key `sam package` uploads to (the package's MD5): SAM names an
+    AutoPublishAlias version, and a layer version, by a hash of that location, so changed code
+    must change it for a redeploy to publish a new version."""
+    places: list[tuple[dict[str, Any], str]] = [
+        (r.get("Properties") or {}, _LOCAL_PATHS[r.get("Type")]) for r in template["Resources"].values()
+        if isinstance(r, dict) and r.get("Type") in _LOCAL_PATHS]
+    places.append((((template.get("Globals") or {}).get("Function")) or {}, "CodeUri"))
     local: dict[str, str] = {}
-    for properties in places:
-        uri = properties.get("CodeUri")
+    for properties, prop in places:
+        uri = properties.get(prop)
         if isinstance(uri, str) and not uri.startswith("s3://"):
-            key = f"code-{len(local)}"
-            local[key] = str((template_dir / uri).resolve())
-            properties["CodeUri"] = f"s3://{PLACEHOLDER_BUCKET}/{key}"
+            path = (template_dir / uri).resolve()
+            key = f"code-{len(local)}-{_package_hash(path)}"
+            local[key] = str(path)
+            properties[prop] = f"s3://{PLACEHOLDER_BUCKET}/{key}"
     return local
+
+
+def _package_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(package(path)).hexdigest()[:16]
+    except DeployError:
+        return "missing"  # reported where the package is made
 
 
 def _restore_local_code(template: dict[str, Any], local_code: dict[str, str]) -> None:
     for resource in template["Resources"].values():
-        code = (resource.get("Properties") or {}).get("Code")
-        if resource.get("Type") == "AWS::Lambda::Function" and isinstance(code, dict) \
-                and code.get("S3Bucket") == PLACEHOLDER_BUCKET:
-            resource["Properties"]["Code"] = local_code[code["S3Key"]]
+        prop = {"AWS::Lambda::Function": "Code", "AWS::Lambda::LayerVersion": "Content"}.get(resource.get("Type"))
+        code = (resource.get("Properties") or {}).get(prop) if prop else None
+        if isinstance(code, dict) and code.get("S3Bucket") == PLACEHOLDER_BUCKET:
+            resource["Properties"][prop] = local_code[code["S3Key"]]

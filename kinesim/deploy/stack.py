@@ -1,14 +1,24 @@
-"""A stack: the template's resources planned in dependency order and applied idempotently.
+"""A stack: the template's resources planned in dependency order and applied as CloudFormation
+applies them.
 
 Deploying compares each resource's desired properties with those applied last time (the stack's
 state, kept on the kinesim server under `/_kinesim/stacks/<name>`) and creates, updates in
-place, replaces or leaves it; resources gone from the template are deleted last, dependents
-first. The state is saved after every resource, so a deploy that stops half-way (a bad value,
-a server error) is picked up by the next one. There is no rollback: what was applied stays,
-and is reported.
+place, replaces or leaves it. The whole template is checked first (validate.py). A replacement
+under a new name is created before the old resource is removed; the old one, and resources gone
+from the template, are deleted in a cleanup phase once everything else succeeded.
+
+A failure rolls back: a first deploy deletes what it made (ROLLBACK_COMPLETE; the next deploy
+replaces such a stack, as `sam deploy` users expect), an update returns every resource to the
+properties of the last complete deploy, kept in the state as the `Baseline` (UPDATE_ROLLBACK_COMPLETE).
+The state is written before and after every call that changes a resource (a record's `Status`
+says what was under way), so a deploy killed half-way is settled by the next one: what it was
+creating is deleted, what it was updating is updated again, and the baseline stays the last
+complete deploy's.
 """
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import re
 import urllib.error
@@ -16,7 +26,6 @@ import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,9 +33,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .intrinsics import Resolver, pseudo_parameters
 from .handlers import HANDLERS
-from .resources import ResourceHandler, Target, schema_attributes
+from .plan import _about, _as_found, _canonical, _now, creation_order, decide, deletion_order, name_of
+from .resources import ResourceHandler, Target
 from .sam import translate
-from .template import DeployError, TemplateError, lint, load_template, parameter_values
+from .template import DeployError, TemplateError, inline_includes, lint, load_template, parameter_values
+from .rollback import RollbackMixin
+from .validate import check
+
+__all__ = ["check", "creation_order", "decide", "deletion_order", "Deployer", "StateStore", "stack_name_for"]
+
+# Stack statuses from which a deploy starts afresh (no operation was under way).
+STABLE = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "REVIEW_IN_PROGRESS"}
 
 
 class StateStore:
@@ -73,130 +90,30 @@ class Prepared:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
-def prepare(path: Path, target: Target, overrides: dict[str, str], stack_id: str, run_lint: bool = True) -> Prepared:
-    """Load, lint, apply parameters and the SAM transform, and check everything that can be
-    checked before a single call is made."""
+def prepare(path: Path, target: Target, overrides: dict[str, str], stack_id: str, run_lint: bool = True,
+            runtimes: list[str] | None = None,
+            handler_for: Callable[[str], ResourceHandler] | None = None) -> Prepared:
+    """Load, lint, inline AWS::Include snippets, apply parameters and the SAM transform, and check
+    everything that can be checked before a single call is made."""
     raw = load_template(path)
     if run_lint:
         errors = lint(path, target.region)
         if errors:
             raise TemplateError(f"{path.name} has {len(errors)} error(s) (cfn-lint; --no-lint skips this check):\n  "
                                 + "\n  ".join(errors))
+    raw = inline_includes(raw, path.parent, _s3_reader(target))
     parameters = parameter_values(raw, overrides)
     template = translate(raw, path.parent, target.region, parameters)
     pseudo = pseudo_parameters(target.region, target.account_id, target.stack_name, stack_id)
     resolver = Resolver(template, parameters, pseudo)
-    dependencies = check(template, resolver)
+    dependencies = check(template, resolver, runtimes, handler_for)
     return Prepared(template, resolver, creation_order(dependencies, list(dependencies)), dependencies, parameters)
 
 
-def check(template: dict[str, Any], resolver: Resolver) -> dict[str, list[str]]:
-    """Every included resource has a supported type and refers only to resources and attributes
-    that exist; returns each resource's dependencies (Ref, Fn::GetAtt, Fn::Sub, DependsOn)."""
-    resources = template["Resources"]
-    included = {lid for lid in resources if _resource(resources, lid) and resolver.included(lid)}
-    dependencies: dict[str, list[str]] = {}
-    for lid in resources:
-        if lid not in included:
-            continue
-        type_name = resources[lid]["Type"]
-        if type_name not in HANDLERS:
-            raise DeployError(f"resource {lid}: type {type_name} is not supported by kinesim deploy "
-                              f"(supported: {', '.join(sorted(HANDLERS))})")
-        found: set[str] = set()
-        for prop, value in (resources[lid].get("Properties") or {}).items():
-            where = f"resource {lid}, property {prop}"
-            found |= _checked_references(resolver.references(value), resources, included, resolver, where)
-        depends_on = resources[lid].get("DependsOn") or []
-        for name in [depends_on] if isinstance(depends_on, str) else depends_on:
-            if name not in included:
-                raise TemplateError(f"Template format error: resource {lid}, DependsOn: Unresolved resource "
-                                    f"dependencies [{name}] in the Resources block of the template")
-            found.add(name)
-        dependencies[lid] = sorted(found)
-    for name, output in (template.get("Outputs") or {}).items():
-        if output.get("Condition") is None or resolver.condition(output["Condition"]):
-            _checked_references(resolver.references(output.get("Value")), resources, included, resolver,
-                                f"output {name}")
-    return dependencies
-
-
-def _resource(resources: dict[str, Any], lid: str) -> bool:
-    if not isinstance(resources[lid], dict) or "Type" not in resources[lid]:
-        raise TemplateError(f"Template format error: [/Resources/{lid}] Every Resources object must contain a "
-                            "Type member.")
-    return True
-
-
-def _checked_references(refs: Any, resources: dict[str, Any], included: set[str], resolver: Resolver,
-                        where: str) -> set[str]:
-    found = set()
-    for name, attribute in refs:
-        if name not in included:
-            raise TemplateError(f"Template format error: {where}: Unresolved resource dependencies [{name}] "
-                                "in the Resources block of the template")
-        if attribute is not None:
-            type_name = resources[name]["Type"]
-            if attribute not in schema_attributes(type_name):
-                raise TemplateError(f"Template error: {where}: resource {name} does not support attribute type "
-                                    f"{attribute} in Fn::GetAtt")
-            if attribute not in HANDLERS[type_name].attributes:
-                raise DeployError(f"{where}: attribute {attribute} of {type_name} ({name}) is not provided by "
-                                  f"kinesim deploy (provided: {', '.join(sorted(HANDLERS[type_name].attributes))})")
-        found.add(name)
-    return found
-
-
-def creation_order(dependencies: dict[str, list[str]], template_order: list[str]) -> list[str]:
-    """Resources ordered so that each comes after what it depends on; otherwise in template order."""
-    order: list[str] = []
-    state: dict[str, str] = {}
-
-    def visit(lid: str, path: list[str]) -> None:
-        if state.get(lid) == "done":
-            return
-        if state.get(lid) == "visiting":
-            cycle = path[path.index(lid):-1]
-            raise TemplateError(f"Circular dependency between resources: [{', '.join(sorted(cycle))}]")
-        state[lid] = "visiting"
-        for dep in dependencies.get(lid, []):
-            if dep in dependencies:
-                visit(dep, path + [dep])
-        state[lid] = "done"
-        order.append(lid)
-
-    for lid in template_order:
-        visit(lid, [lid])
-    return order
-
-
-def deletion_order(resources: dict[str, dict[str, Any]]) -> list[str]:
-    """Recorded resources in the order to delete them: dependents before what they depend on."""
-    dependencies = {lid: [d for d in record.get("DependsOn", []) if d in resources]
-                    for lid, record in resources.items()}
-    return list(reversed(creation_order(dependencies, list(resources))))
-
-
-def decide(handler: ResourceHandler, record: dict[str, Any] | None, type_name: str,
-           desired: dict[str, Any]) -> tuple[str, list[str]]:
-    """What to do with a resource: create, update, replace (with the reasons) or nothing."""
-    if record is None:
-        return "create", []
-    if record["Type"] != type_name:
-        return "replace", ["Type"]
-    if _canonical(record["Properties"]) == _canonical(desired):
-        return "unchanged", []
-    reasons = handler.replacement_reasons(record["Properties"], _canonical(desired))
-    return ("replace", reasons) if reasons else ("update", [])
-
-
-def _canonical(value: Any) -> Any:
-    """As stored: JSON's types only, so that what was stored compares equal to what is desired."""
-    return json.loads(json.dumps(value))
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def _s3_reader(target: Target) -> Callable[[str, str], bytes] | None:
+    if target.s3 is None:
+        return None
+    return lambda bucket, key: target.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
 
 
 def new_state(name: str, target: Target) -> dict[str, Any]:
@@ -205,44 +122,79 @@ def new_state(name: str, target: Target) -> dict[str, Any]:
             "StackStatus": "REVIEW_IN_PROGRESS", "CreationTime": _now(), "Resources": {}, "Outputs": {}}
 
 
-class Deployer:
+class Deployer(RollbackMixin):
     """Applies a template to a stack, or deletes a stack, printing one line per resource."""
 
-    def __init__(self, target: Target, store: StateStore, echo: Callable[[str], None] = print):
+    def __init__(self, target: Target, store: StateStore, echo: Callable[[str], None] = print,
+                 runtimes: list[str] | None = None):
         self.target = target
         self.store = store
         self.echo = echo
+        self.runtimes = runtimes  # what the server runs (None: it does not say; python3.* then)
         self.handlers: dict[str, ResourceHandler] = {}
 
     def handler(self, type_name: str) -> ResourceHandler:
         if type_name not in self.handlers:
+            if type_name not in HANDLERS:
+                raise DeployError(f"type {type_name} recorded in the stack is not supported any more")
             self.handlers[type_name] = HANDLERS[type_name](self.target)
         return self.handlers[type_name]
 
+    def _save(self, state: dict[str, Any]) -> None:
+        self.store.put(self.target.stack_name, state)
+
+    # deploy
+
     def deploy(self, path: Path, overrides: dict[str, str] | None = None, run_lint: bool = True) -> dict[str, Any]:
-        """Make the stack match the template; returns the Outputs."""
+        """Make the stack match the template; returns the Outputs. On failure, roll back and raise."""
         name = self.target.stack_name
-        state = self.store.get(name) or new_state(name, self.target)
-        prepared = prepare(path, self.target, overrides or {}, state["StackId"], run_lint)
-        creating = not state["Resources"]
+        state = self.store.get(name)
+        status = (state or {}).get("StackStatus", "")
+        if status in ("DELETE_IN_PROGRESS", "DELETE_FAILED"):
+            raise DeployError(f"Stack {name} is {status}: delete it first (kinesim deploy {path} --delete)")
+        prepared = prepare(path, self.target, overrides or {}, (state or {}).get("StackId") or "pending", run_lint,
+                           self.runtimes, self.handler)
+        if status == "ROLLBACK_COMPLETE":
+            # CloudFormation refuses to update a stack whose creation rolled back (it can only be
+            # deleted); `sam deploy --on-failure DELETE` deletes such a stack for its users
+            # (samcli/lib/deploy/deployer.py, rollback_delete_stack). Here the next deploy does
+            # that, then creates the stack anew.
+            self.echo(f"Stack {name} is ROLLBACK_COMPLETE (its creation failed): deleting it and creating it anew")
+            self._delete_all(state)
+            self.store.delete(name)
+            state = None
+        if state is None:
+            state = new_state(name, self.target)
+            prepared.resolver.pseudo["AWS::StackId"] = state["StackId"]
+        if status == "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS":
+            # Killed in the cleanup phase: the update had succeeded; its cleanup is finished first.
+            self._delete_replaced(state)
+            status = "UPDATE_COMPLETE"
+        if status in STABLE or not status or "Baseline" not in state:
+            # The last complete deploy's resources: what a failure rolls back to.
+            state["Baseline"] = copy.deepcopy(state["Resources"])
+            state["Cleanup"] = []
+        creating = not state.get("Baseline")
         state["StackStatus"] = "CREATE_IN_PROGRESS" if creating else "UPDATE_IN_PROGRESS"
         state["Parameters"] = prepared.parameters
-        self.store.put(name, state)
+        self._save(state)
         try:
+            self._settle_interrupted(state)
             for lid in prepared.order:
                 self._apply(lid, prepared, state)
-            removed = {lid: r for lid, r in state["Resources"].items() if lid not in prepared.dependencies}
-            for lid in deletion_order(removed):
-                self._delete(lid, state)
             outputs = self._outputs(prepared)
         except (DeployError, ClientError, BotoCoreError) as err:
-            state["StackStatus"] = "CREATE_FAILED" if creating else "UPDATE_FAILED"
-            state["LastUpdatedTime"] = _now()
-            self.store.put(name, state)
-            raise err if isinstance(err, DeployError) else DeployError(str(err)) from None
+            failure = err if isinstance(err, DeployError) else DeployError(str(err))
+            self._roll_back(state, creating, failure)
+        if not creating:
+            state["StackStatus"] = "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"
+            self._save(state)
+        self._clean_up(state, prepared)
         state.update(Outputs=outputs, StackStatus="CREATE_COMPLETE" if creating else "UPDATE_COMPLETE",
                      LastUpdatedTime=_now())
-        self.store.put(name, state)
+        state.pop("Baseline", None)
+        state.pop("Cleanup", None)
+        self._save(state)
         if outputs:
             self.echo("Outputs:")
             width = max(map(len, outputs))
@@ -250,76 +202,182 @@ class Deployer:
                 self.echo(f"  {key:<{width}}  {output['OutputValue']}")
         return outputs
 
-    def delete(self) -> bool:
-        """Delete the stack's resources, dependents first, then its state. False if there was no stack."""
-        name = self.target.stack_name
-        state = self.store.get(name)
-        if state is None:
-            return False
-        state["StackStatus"] = "DELETE_IN_PROGRESS"
-        self.store.put(name, state)
-        try:
-            for lid in deletion_order(state["Resources"]):
-                self._delete(lid, state)
-        except (DeployError, ClientError, BotoCoreError) as err:
-            state["StackStatus"] = "DELETE_FAILED"
-            self.store.put(name, state)
-            raise err if isinstance(err, DeployError) else DeployError(str(err)) from None
-        self.store.delete(name)
-        return True
+    def _settle_interrupted(self, state: dict[str, Any]) -> None:
+        """Records a killed deploy left mid-call: a resource being created or deleted may or may not
+        exist, so it is deleted (if it has a name to delete it by) and forgotten. A resource being
+        updated keeps its record: the next update of it sends every property again (`_as_found`)."""
+        for lid in list(state["Resources"]):
+            record = state["Resources"][lid]
+            if record.get("Status") == "CREATE_IN_PROGRESS":
+                self._discard_half_made(lid, record)
+            elif record.get("Status") == "DELETE_IN_PROGRESS":
+                with _about(lid, record["Type"]):
+                    self.handler(record["Type"]).delete(record["PhysicalResourceId"], record["Properties"])
+            if record.get("Status") in ("CREATE_IN_PROGRESS", "DELETE_IN_PROGRESS"):
+                del state["Resources"][lid]
+                self._save(state)
+                self._line("deleted", lid, record["Type"], record.get("PhysicalResourceId") or "-",
+                           "(left half-made by an interrupted deploy)")
 
     def _apply(self, lid: str, prepared: Prepared, state: dict[str, Any]) -> None:
         resource = prepared.template["Resources"][lid]
         type_name = resource["Type"]
         handler = self.handler(type_name)
         record = state["Resources"].get(lid)
+        note = ""
         with _about(lid, type_name):
             desired = _canonical(handler.desired(prepared.resolver.resolve(resource.get("Properties") or {})))
             action, reasons = decide(handler, record, type_name, desired)
+            base = {"Type": type_name, "DependsOn": prepared.dependencies[lid],
+                    "DeletionPolicy": resource.get("DeletionPolicy", "Delete")}
             if action == "unchanged":
+                assert record is not None
                 physical_id, attributes = record["PhysicalResourceId"], record["Attributes"]
             elif action == "update":
+                assert record is not None
                 physical_id = record["PhysicalResourceId"]
-                attributes = handler.update(physical_id, record["Properties"], desired, record["Attributes"])
+                self._keep_code(handler, record, desired)
+                old = _as_found(record, desired)
+                self._record(state, lid, {**record, **base, "Status": "UPDATE_IN_PROGRESS", "Target": desired})
+                attributes = handler.update(physical_id, old, desired, record["Attributes"])
             else:
-                # UpdateReplacePolicy: Retain keeps the old resource (a bucket's data) out of the stack.
-                if action == "replace" and resource.get("UpdateReplacePolicy") != "Retain":
-                    self.handler(record["Type"]).delete(record["PhysicalResourceId"], record["Properties"])
-                # CloudFormation names a resource whose template gives no name (a new name for a
-                # replacement, too).
                 named = desired.get(handler.name_property) if handler.name_property else None
                 if named is None and handler.name_property:
-                    named = handler.generate_name(lid)
+                    named = handler.generate_name(lid)  # a new name for a replacement, too
+                if action == "replace":
+                    assert record is not None
+                    note = self._replace_old(lid, resource, record, named, state)
+                self._record(state, lid, {**base, "PhysicalResourceId": named, "Name": named, "Properties": desired,
+                                          "Attributes": {}, "Status": "CREATE_IN_PROGRESS"})
                 applied = handler.create(named, desired)
                 physical_id, attributes = applied.physical_id, applied.attributes
         prepared.resolver.known(lid, physical_id, attributes)
-        state["Resources"][lid] = {"Type": type_name, "PhysicalResourceId": physical_id, "Properties": desired,
-                                   "Attributes": attributes, "DependsOn": prepared.dependencies[lid],
-                                   "DeletionPolicy": resource.get("DeletionPolicy", "Delete")}
-        self.store.put(self.target.stack_name, state)
+        self._record(state, lid, {**base, "PhysicalResourceId": physical_id, "Properties": desired,
+                                  "Attributes": attributes, "Name": (record or {}).get("Name") if action in (
+                                      "update", "unchanged") else named})
         past = {"create": "created", "update": "updated", "replace": "replaced", "unchanged": "unchanged"}[action]
-        note = f"({', '.join(reasons)} changed)" if reasons else ""
-        if action == "replace" and resource.get("UpdateReplacePolicy") == "Retain":
-            note += f"; {record['PhysicalResourceId']} retained (UpdateReplacePolicy)"
+        if reasons:
+            note = f"({', '.join(reasons)} changed)" + note
         if handler.ignored:
             past, note = "ignored", handler.note
+        elif handler.note:
+            note = f"{note}  {handler.note}" if note else handler.note
         self._line(past, lid, type_name, physical_id, note)
 
-    def _delete(self, lid: str, state: dict[str, Any]) -> None:
-        record = state["Resources"][lid]
-        type_name = record["Type"]
-        if type_name not in HANDLERS:
-            raise DeployError(f"resource {lid}: type {type_name} recorded in the stack is not supported any more")
-        handler = self.handler(type_name)
+    def _replace_old(self, lid: str, resource: dict[str, Any], record: dict[str, Any], new_name: str | None,
+                     state: dict[str, Any]) -> str:
+        """Deal with the resource a replacement replaces. Under a new name it stays until the
+        cleanup phase (CloudFormation's order: a rollback then finds it intact); under the same
+        name, or for types without one (two mappings of one stream and function conflict), it is
+        deleted first."""
+        retained = resource.get("UpdateReplacePolicy") == "Retain"
+        old_handler = self.handler(record["Type"])
+        if retained:
+            state.setdefault("Cleanup", []).append({"LogicalId": lid, "Retain": True, **record})
+            return f"; {record['PhysicalResourceId']} retained (UpdateReplacePolicy)"
+        if new_name is not None and old_handler.name_property and new_name != name_of(record, old_handler):
+            state.setdefault("Cleanup", []).append({"LogicalId": lid, **record})
+            self._save(state)
+            return ""
+        self._record(state, lid, {**record, "Status": "DELETE_IN_PROGRESS"})
+        old_handler.delete(record["PhysicalResourceId"], record["Properties"])
+        return ""
+
+    def _keep_code(self, handler: ResourceHandler, record: dict[str, Any], desired: dict[str, Any]) -> None:
+        """Before a function's code changes, keep its current package: a rollback uploads it again.
+        (The function handler keeps the zips it built by sha256; this one comes from the server.)"""
+        zips = getattr(handler, "_zips", None)
+        code = record["Properties"].get("Code")
+        if zips is None or not isinstance(code, dict) or "ZipSha256" not in code or code == desired.get("Code") \
+                or code["ZipSha256"] in zips:
+            return
+        location = self.target.lambda_.get_function(FunctionName=record["PhysicalResourceId"])["Code"].get("Location")
+        if location:
+            with urllib.request.urlopen(location, timeout=60) as response:
+                package = response.read()
+            if hashlib.sha256(package).hexdigest() == code["ZipSha256"]:
+                zips[code["ZipSha256"]] = package
+
+    def _record(self, state: dict[str, Any], lid: str, record: dict[str, Any]) -> None:
+        state["Resources"][lid] = record
+        self._save(state)
+
+    # cleanup and delete
+
+    def _clean_up(self, state: dict[str, Any], prepared: Prepared) -> None:
+        """After success: delete the resources replaced under new names and those gone from the
+        template, dependents first. A failure here no longer fails the deploy (as on AWS): it is
+        reported, and the resource is left out of the stack."""
+        self._delete_replaced(state)
+        removed = {lid: r for lid, r in state["Resources"].items() if lid not in prepared.dependencies}
+        for lid in deletion_order(removed):
+            self._delete_resource(lid, removed[lid])
+            del state["Resources"][lid]
+            self._save(state)
+
+    def _delete_replaced(self, state: dict[str, Any]) -> None:
+        """Delete the resources replaced under new names (UpdateReplacePolicy, not DeletionPolicy,
+        says whether they stay)."""
+        for entry in list(state.get("Cleanup", [])):
+            record = {k: v for k, v in entry.items() if k not in ("LogicalId", "Retain")}
+            if not entry.get("Retain"):
+                self._delete_resource(entry["LogicalId"], {**record, "DeletionPolicy": "Delete"}, "(replaced)")
+            state["Cleanup"].remove(entry)
+            self._save(state)
+
+    def _delete_resource(self, lid: str, record: dict[str, Any], note: str = "") -> None:
+        handler = self.handler(record["Type"])
         if record.get("DeletionPolicy") == "Retain":
-            action = "retained"
-        else:
-            with _about(lid, type_name):
+            self._line("retained", lid, record["Type"], record["PhysicalResourceId"])
+            return
+        try:
+            with _about(lid, record["Type"]):
                 handler.delete(record["PhysicalResourceId"], record["Properties"])
-            action = "ignored" if handler.ignored else "deleted"
-        del state["Resources"][lid]
-        self.store.put(self.target.stack_name, state)
-        self._line(action, lid, type_name, record["PhysicalResourceId"], handler.note if handler.ignored else "")
+        except DeployError as err:
+            self._line("DELETE_FAILED", lid, record["Type"], record["PhysicalResourceId"], f"{err}; left as it is")
+            return
+        self._line("ignored" if handler.ignored else "deleted", lid, record["Type"], record["PhysicalResourceId"],
+                   handler.note if handler.ignored else note)
+
+    def delete(self) -> bool:
+        """Delete the stack's resources, dependents first, then its state. False if there was no stack."""
+        name = self.target.stack_name
+        state = self.store.get(name)
+        if state is None:
+            return False
+        self._delete_all(state)
+        self.store.delete(name)
+        return True
+
+    def _delete_all(self, state: dict[str, Any]) -> None:
+        state["StackStatus"] = "DELETE_IN_PROGRESS"
+        self._save(state)
+        try:
+            for entry in list(state.get("Cleanup", [])):
+                if not entry.get("Retain"):
+                    with _about(entry["LogicalId"], entry["Type"]):
+                        self.handler(entry["Type"]).delete(entry["PhysicalResourceId"], entry["Properties"])
+                state["Cleanup"].remove(entry)
+                self._save(state)
+            for lid in deletion_order(state["Resources"]):
+                record = state["Resources"][lid]
+                handler = self.handler(record["Type"])
+                if record.get("DeletionPolicy") == "Retain":
+                    action = "retained"
+                elif record.get("PhysicalResourceId"):
+                    with _about(lid, record["Type"]):
+                        handler.delete(record["PhysicalResourceId"], record["Properties"])
+                    action = "ignored" if handler.ignored else "deleted"
+                else:
+                    action = "forgotten"  # its creation never answered: nothing to delete it by
+                del state["Resources"][lid]
+                self._save(state)
+                self._line(action, lid, record["Type"], record.get("PhysicalResourceId") or "-",
+                           handler.note if handler.ignored else "")
+        except (DeployError, ClientError, BotoCoreError) as err:
+            state["StackStatus"] = "DELETE_FAILED"
+            self._save(state)
+            raise err if isinstance(err, DeployError) else DeployError(str(err)) from None
 
     def _outputs(self, prepared: Prepared) -> dict[str, Any]:
         outputs = {}
@@ -335,25 +393,6 @@ class Deployer:
 
     def _line(self, action: str, lid: str, type_name: str, physical_id: str, note: str = "") -> None:
         self.echo(f"{action:<10} {lid:<32} {type_name:<32} {physical_id}" + (f"  {note}" if note else ""))
-
-
-class _about:
-    """Errors inside name the resource: `resource Foo (AWS::Kinesis::Stream): ...`."""
-
-    def __init__(self, lid: str, type_name: str | None):
-        self.prefix = f"resource {lid} ({type_name})" if type_name else lid
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, err: BaseException | None, tb: Any) -> bool:
-        if isinstance(err, ClientError):
-            error = err.response.get("Error", {})
-            raise DeployError(f"{self.prefix}: {err.operation_name} failed: {error.get('Code')}: "
-                              f"{error.get('Message')}") from None
-        if isinstance(err, DeployError) and not str(err).startswith(self.prefix):
-            raise type(err)(f"{self.prefix}: {err}") from None
-        return False
 
 
 def stack_name_for(path: Path) -> str:

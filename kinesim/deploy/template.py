@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from cfn_tools import load_json, load_yaml
@@ -31,17 +31,134 @@ def load_template(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise TemplateError(f"Cannot read template {path}: {err.strerror}") from None
+    template = parse_document(text, str(path))
+    if not isinstance(template, dict):
+        raise TemplateError(f"Template format error: {path} must hold a mapping at its top level")
+    if not _top_level_includes(template):  # an included snippet may bring the Resources
+        check_resources(template)
+    return template
+
+
+def check_resources(template: dict[str, Any]) -> None:
+    if not isinstance(template.get("Resources"), dict) or not template["Resources"]:
+        raise TemplateError("Template format error: At least one Resources member must be defined.")
+
+
+def parse_document(text: str, where: str) -> Any:
+    """YAML or JSON text as plain dicts and lists, short-form intrinsics in their long form."""
     try:
         data = load_json(text) if text.lstrip().startswith("{") else load_yaml(text)
     except (ValueError, yaml.YAMLError) as err:
-        raise TemplateError(f"Template format error: {path} is not valid YAML or JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise TemplateError(f"Template format error: {path} must hold a mapping at its top level")
+        raise TemplateError(f"Template format error: {where} is not valid YAML or JSON: {err}") from None
     # ODict -> dict: the template is stored (as JSON) and compared; plain types keep that simple.
-    template = json.loads(json.dumps(data, default=str))
-    if not isinstance(template.get("Resources"), dict) or not template["Resources"]:
-        raise TemplateError("Template format error: At least one Resources member must be defined.")
+    return json.loads(json.dumps(data, default=str))
+
+
+# AWS::Include
+
+
+INCLUDE = "AWS::Include"
+MAX_INCLUDE_DEPTH = 10
+
+
+def _is_include(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("Name") == INCLUDE
+
+
+def _top_level_includes(template: dict[str, Any]) -> list[dict[str, Any]]:
+    declared = template.get("Transform")
+    return [t for t in (declared if isinstance(declared, list) else [declared]) if _is_include(t)]
+
+
+def inline_includes(template: dict[str, Any], base_dir: Path,
+                    read_s3: Callable[[str, str], bytes] | None = None) -> dict[str, Any]:
+    """The template with every `AWS::Include` transform replaced by the snippet it names, as
+    CloudFormation does before any other transform (SAM's included): at the top level (a
+    `Transform` entry; the snippet's sections are merged into the template's) and anywhere inside
+    (`Fn::Transform`: the snippet replaces the value, or is merged into the map that holds it).
+
+    `Location` is an `s3://bucket/key` in kinesim's object store, or a local file as
+    `aws cloudformation package` takes it: relative to the including file's directory. Paths
+    outside that directory are allowed: like CodeUri, a template is the user's own file, read
+    with the user's rights, and monorepos keep shared snippets in a parent directory."""
+    includer = _Includer(read_s3)
+    declared = template.get("Transform")
+    tops = _top_level_includes(template)
+    if tops:
+        template = {k: v for k, v in template.items() if k != "Transform"}
+        rest = [t for t in (declared if isinstance(declared, list) else [declared]) if not _is_include(t)]
+        if rest:
+            template["Transform"] = rest if isinstance(declared, list) else rest[0]
+        for include in tops:
+            snippet, where = includer.load(include, base_dir, [])
+            if not isinstance(snippet, dict):
+                raise TemplateError(f"Transform {INCLUDE}: {where} must hold a mapping of template sections")
+            for section, content in snippet.items():
+                if isinstance(content, dict) and isinstance(template.get(section), dict):
+                    template[section] = {**content, **template[section]}
+                else:
+                    template.setdefault(section, content)
+    template = includer.walk(template, base_dir, [])
+    check_resources(template)
     return template
+
+
+class _Includer:
+    def __init__(self, read_s3: Callable[[str, str], bytes] | None):
+        self.read_s3 = read_s3
+
+    def walk(self, value: Any, base_dir: Path, chain: list[str]) -> Any:
+        if isinstance(value, list):
+            return [self.walk(v, base_dir, chain) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "Fn::Transform" in value:
+            transform = value["Fn::Transform"]
+            if not _is_include(transform):
+                name = transform.get("Name") if isinstance(transform, dict) else transform
+                raise TemplateError(f"Fn::Transform {name} is not supported by kinesim deploy: it runs a "
+                                    f"CloudFormation macro; only {INCLUDE} is inlined")
+            snippet, where = self.load(transform, base_dir, chain)
+            snippet = self.walk(snippet, _snippet_dir(where, base_dir), chain + [where])
+            rest = {k: v for k, v in value.items() if k != "Fn::Transform"}
+            if not rest:
+                return snippet
+            if not isinstance(snippet, dict):
+                raise TemplateError(f"Fn::Transform {INCLUDE}: {where} must hold a mapping to be merged into "
+                                    f"the map beside it ({', '.join(rest)})")
+            value = {**snippet, **rest}
+        return {k: self.walk(v, base_dir, chain) for k, v in value.items()}
+
+    def load(self, include: dict[str, Any], base_dir: Path, chain: list[str]) -> tuple[Any, str]:
+        location = (include.get("Parameters") or {}).get("Location")
+        if not isinstance(location, str) or not location:
+            raise TemplateError(f"Transform {INCLUDE}: Parameters.Location is required (a local file or s3:// URI)")
+        where = location if "://" in location else str((base_dir / location).resolve())
+        if len(chain) >= MAX_INCLUDE_DEPTH or where in chain:
+            raise TemplateError(f"Transform {INCLUDE}: {location} includes itself, or snippets nest deeper than "
+                                f"{MAX_INCLUDE_DEPTH}: {' -> '.join(chain + [where])}")
+        if location.startswith("s3://"):
+            bucket, _, key = location[5:].partition("/")
+            if not bucket or not key or self.read_s3 is None:
+                raise TemplateError(f"Transform {INCLUDE}: cannot read {location}")
+            try:
+                text = self.read_s3(bucket, key).decode("utf-8")
+            except Exception as err:  # noqa: BLE001 - the S3 client's error, named in the message
+                raise TemplateError(f"Transform {INCLUDE}: cannot read {location}: {err}") from None
+            return parse_document(text, location), location
+        if "://" in location:
+            raise TemplateError(f"Transform {INCLUDE}: Location {location} is not a local file or an s3:// URI "
+                                "in kinesim's object store")
+        path = Path(where)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as err:
+            raise TemplateError(f"Transform {INCLUDE}: cannot read {location} ({path}): {err.strerror}") from None
+        return parse_document(text, str(path)), str(path)
+
+
+def _snippet_dir(where: str, base_dir: Path) -> Path:
+    return base_dir if where.startswith("s3://") else Path(where).parent
 
 
 def lint(path: str | Path, region: str) -> list[str]:

@@ -3,8 +3,9 @@ UpdateFunctionCode, UpdateFunctionConfiguration, DeleteFunction, Invoke, tags, a
 
 kinesim runs `.zip` packages on `python3.*` runtimes (every one the model lists), in worker
 processes (`runtime`). Functions are Active as soon as they are created or updated: there is
-nothing to provision. Only `$LATEST` exists: `Publish` is accepted and publishes nothing, and a
-version or alias qualifier names no function.
+nothing to provision. `Publish` publishes a version (versions_api); a qualifier (a version or an
+alias) selects what GetFunction shows, Invoke runs and DeleteFunction deletes. `Layers` must name
+existing layer versions (layers_api).
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import orjson
 
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
+from . import runtimes
 from .code import HOT_RELOAD_BUCKET, StoredCode
 from .service import (
-    LambdaService, conflict, invalid_parameter, lambda_date, operation,
+    LambdaService, conflict, invalid_parameter, lambda_date, operation, resource_not_found,
 )
 
 DEFAULT_TIMEOUT_S = 3
@@ -40,8 +42,8 @@ RESERVED_ENVIRONMENT_KEYS = frozenset((
 ))
 
 # Fields GetFunction shows and ListFunctions leaves out (AWS: "use GetFunction" for these).
-_GET_ONLY_FIELDS = ("State", "StateReason", "StateReasonCode", "LastUpdateStatus", "LastUpdateStatusReason",
-                    "LastUpdateStatusReasonCode", "RuntimeVersionConfig")
+GET_ONLY_FIELDS = ("State", "StateReason", "StateReasonCode", "LastUpdateStatus", "LastUpdateStatusReason",
+                   "LastUpdateStatusReasonCode", "RuntimeVersionConfig")
 
 # Account quotas AWS reports by default.
 ACCOUNT_LIMIT = {"TotalCodeSize": 80_530_636_800, "CodeSizeUnzipped": 262_144_000, "CodeSizeZipped": 52_428_800,
@@ -51,10 +53,9 @@ ACCOUNT_LIMIT = {"TotalCodeSize": 80_530_636_800, "CodeSizeUnzipped": 262_144_00
 # checks
 
 def check_runtime(runtime: str) -> None:
-    if not runtime.startswith("python3."):
-        raise invalid_parameter(
-            f"The runtime parameter of {runtime} is not supported by kinesim: kinesim runs only python3.* "
-            f"runtimes, from .zip packages.")
+    reason = runtimes.check(runtime)  # python3.*, and nodejsNN.x where a Node.js NN is installed
+    if reason is not None:
+        raise invalid_parameter(reason)
 
 
 def check_environment(environment: dict[str, Any] | None) -> None:
@@ -72,17 +73,11 @@ def check_environment(environment: dict[str, Any] | None) -> None:
             f"provided exceeded the 4KB limit. String measured: {measured}")
 
 
-def check_layers(layers: list[str] | None) -> None:
-    # kinesim keeps no layers, so no layer version exists (AWS's answer for a missing one).
-    if layers:
-        raise invalid_parameter(f"Layer version {layers[0]} does not exist.")
-
-
 def check_package_type(package_type: str | None, image_uri: str | None) -> None:
     if package_type == "Image" or image_uri:
         raise invalid_parameter(
-            "kinesim runs .zip packages on python3.* runtimes only: container images (PackageType Image, "
-            "Code.ImageUri) are not supported.")
+            "kinesim runs .zip packages on Python and Node.js runtimes only: container images (PackageType "
+            "Image, Code.ImageUri) are not supported.")
 
 
 def check_revision(fn: dict[str, Any], revision_id: str | None) -> None:
@@ -102,12 +97,12 @@ def fetch_code(svc: LambdaService, name: str, source: dict[str, Any], dry_run: b
     if bucket == HOT_RELOAD_BUCKET and key:
         return svc.code.hot_reload(key)
     if bucket and key:
-        package = _s3_package(svc, bucket, key)
+        package = s3_package(svc, bucket, key)
         return svc.code.check_zip(package) if dry_run else svc.code.store_zip(name, package)
     raise invalid_parameter("Please provide a source for function code.")
 
 
-def _s3_package(svc: LambdaService, bucket: str, key: str) -> bytes:
+def s3_package(svc: LambdaService, bucket: str, key: str) -> bytes:
     """A deployment package from kinesim's S3 buckets, with AWS's wording when it is not there."""
     if svc.objects is None:
         raise invalid_parameter("Error occurred while GetObject. S3 Error Code: NoSuchBucket. S3 Error Message: "
@@ -190,7 +185,7 @@ def create_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
                                 "packages.")
     check_runtime(runtime)
     check_environment(p.get("Environment"))
-    check_layers(p.get("Layers"))
+    layers = svc.layers.resolve(p.get("Layers"), svc.settings.region, svc.settings.account_id)
     if name in svc.functions:
         raise conflict(f"Function already exist: {name}")
     code = fetch_code(svc, name, source)
@@ -216,38 +211,46 @@ def create_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
         **code.internal_keys(),
     }
     _apply_settings(cfg, p)
+    svc.layers.apply(cfg, layers)
     _new_revision(cfg)
     with svc.lock:
         if name in svc.functions:  # created by a concurrent request meanwhile
             raise conflict(f"Function already exist: {name}")
         svc.save_function(cfg)
+    if p.get("Publish"):
+        # AWS answers with $LATEST's configuration and the published version's number.
+        return {**configuration(svc, cfg), "Version": svc.versions.publish(name)["Version"]}
     return configuration(svc, cfg)
 
 
 @operation("GetFunction")
 def get_function(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    fn = svc.function(p["FunctionName"], p.get("Qualifier"))
-    out: dict[str, Any] = {"Configuration": configuration(svc, fn, p.get("Qualifier")),
+    name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
+    fn = svc.function(name, qualifier)
+    out: dict[str, Any] = {"Configuration": configuration(svc, fn, qualifier),
                            "Code": code_location(svc, fn, context)}
-    if fn.get("Tags"):
-        out["Tags"] = fn["Tags"]
+    tags = svc.functions[name].get("Tags")  # the function's, whichever version is shown
+    if tags:
+        out["Tags"] = tags
     return out
 
 
 @operation("GetFunctionConfiguration")
 def get_function_configuration(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    return configuration(svc, svc.function(p["FunctionName"], p.get("Qualifier")), p.get("Qualifier"))
+    name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
+    return configuration(svc, svc.function(name, qualifier), qualifier)
 
 
 @operation("ListFunctions")
 def list_functions(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    names = sorted(svc.functions)
-    page, next_marker = paginate(names, p.get("Marker"), p.get("MaxItems") or MAX_LIST_ITEMS)
-    functions = []
-    for name in page:
-        fn = svc.functions.get(name)
-        if fn is not None:
-            functions.append({k: v for k, v in fn.items() if k not in _GET_ONLY_FIELDS})
+    configurations = dict(svc.functions)
+    if p.get("FunctionVersion") == "ALL":  # every version, each function's $LATEST first
+        configurations = {f"{name}:{v['Version'].zfill(12)}": v for name in configurations
+                          for v in svc.versions.of(name)}
+        configurations.update({f"{name}:$LATEST": configuration(svc, fn, "$LATEST")
+                               for name, fn in svc.functions.items()})
+    page, next_marker = paginate(sorted(configurations), p.get("Marker"), p.get("MaxItems") or MAX_LIST_ITEMS)
+    functions = [{k: v for k, v in configurations[key].items() if k not in GET_ONLY_FIELDS} for key in page]
     out: dict[str, Any] = {"Functions": functions}
     if next_marker is not None:
         out["NextMarker"] = next_marker
@@ -270,7 +273,7 @@ def paginate(keys: list[str], marker: str | None, max_items: int) -> tuple[list[
 
 @operation("UpdateFunctionCode")
 def update_function_code(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    fn = svc.function(p["FunctionName"])
+    fn = _latest(svc, p["FunctionName"])
     name = fn["FunctionName"]
     check_revision(fn, p.get("RevisionId"))
     check_package_type(None, p.get("ImageUri"))
@@ -286,28 +289,43 @@ def update_function_code(svc: LambdaService, p: dict[str, Any], context: Request
         check_revision(current, p.get("RevisionId"))
         svc.save_function(cfg)
     svc.runtime.retire(name)
-    # Keep the previous package too: an invocation that started before the update may still read it.
-    svc.code.prune(name, {cfg.get("PackageId", ""), fn.get("PackageId", "")})
+    # Keep the previous package too: an invocation that started before the update may still read
+    # it; and those of published versions.
+    svc.code.prune(name, {cfg.get("PackageId", ""), fn.get("PackageId", "")} | svc.versions.package_ids(name))
+    if p.get("Publish"):
+        return svc.versions.publish(name)  # AWS answers with the published version
     return configuration(svc, cfg)
+
+
+def _latest(svc: LambdaService, ref: str) -> dict[str, Any]:
+    """$LATEST of the function a reference names: only it can be changed (versions are immutable)."""
+    name, qualifier = svc.parse_function_ref(ref)
+    if qualifier not in (None, "$LATEST"):
+        raise resource_not_found(f"Function not found: {svc.function_arn(name, qualifier)}")
+    return svc.function(name)
 
 
 @operation("UpdateFunctionConfiguration")
 def update_function_configuration(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    fn = svc.function(p["FunctionName"])
+    fn = _latest(svc, p["FunctionName"])
     check_revision(fn, p.get("RevisionId"))
     if "Runtime" in p:
         check_runtime(p["Runtime"])
     if "ImageConfig" in p:
         check_package_type("Image", None)
     check_environment(p.get("Environment"))
-    check_layers(p.get("Layers"))
+    layers = svc.layers.resolve(p.get("Layers"), svc.settings.region, svc.settings.account_id)
     cfg = dict(fn)
     _apply_settings(cfg, p)
+    if "Layers" in p:
+        svc.layers.apply(cfg, layers)
     _new_revision(cfg)
     with svc.lock:
         check_revision(svc.function(fn["FunctionName"]), p.get("RevisionId"))
         svc.save_function(cfg)
     svc.runtime.retire(fn["FunctionName"])
+    if "Layers" in p:
+        svc.layers.prune(svc.layer_packages_in_use())  # a deleted layer version no function uses any more
     return configuration(svc, cfg)
 
 
@@ -316,12 +334,19 @@ def delete_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
     name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
     if qualifier == "$LATEST":
         raise invalid_parameter("$LATEST version cannot be deleted without deleting the function.")
+    if name not in svc.functions:  # AWS names the unqualified function, whatever the qualifier
+        raise resource_not_found(f"Function not found: {svc.function_arn(name)}")
+    if qualifier is not None:
+        svc.versions.delete(name, qualifier)
+        return {"StatusCode": 204}
     with svc.lock:
-        fn = svc.function(name, qualifier)
+        fn = svc.function(name)
         svc.drop_function(name)
+        svc.versions.drop_function(name)  # its versions and aliases go with it
     svc.runtime.retire(name)
     if not fn.get("HotReload"):
         svc.code.remove(name)
+    svc.layers.prune(svc.layer_packages_in_use())
     # Like AWS, the function's logs stay (CloudWatch keeps the log group) and so do its event
     # source mappings: their pollers report the missing function in LastProcessingResult.
     return {"StatusCode": 204}
@@ -329,7 +354,8 @@ def delete_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
 
 @operation("Invoke")
 def invoke(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    fn = svc.function(p["FunctionName"], p.get("Qualifier"))
+    name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
+    svc.function(name, qualifier)  # a missing function or qualifier is answered before the payload is read
     invocation_type = p.get("InvocationType", "RequestResponse")
     payload = p.get("Payload") or b""
     if invocation_type == "Event" and len(payload) > MAX_ASYNC_PAYLOAD_BYTES:
@@ -348,11 +374,10 @@ def invoke(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> di
     if invocation_type == "DryRun":
         return {"StatusCode": 204}
     if invocation_type == "Event":
-        svc.async_invoker.submit(fn["FunctionName"], payload, context.request_id)
+        svc.async_invoker.submit(f"{name}:{qualifier}" if qualifier else name, payload, context.request_id)
         return {"StatusCode": 202}
-    result = svc.runtime.invoke(fn, payload, context.request_id, client_context=client_context,
-                                invoked_function_arn=svc.function_arn(fn["FunctionName"], p.get("Qualifier")))
-    out: dict[str, Any] = {"StatusCode": 200, "Payload": result.payload, "ExecutedVersion": "$LATEST"}
+    result = svc.invoke_qualified(name, payload, context.request_id, qualifier, client_context=client_context)
+    out: dict[str, Any] = {"StatusCode": 200, "Payload": result.payload, "ExecutedVersion": result.executed_version}
     if result.function_error:
         out["FunctionError"] = result.function_error
     if p.get("LogType") == "Tail":
@@ -381,7 +406,8 @@ def _tagged(svc: LambdaService, arn: str) -> tuple[str, dict[str, Any]]:
         return "mapping", svc.mapping(arn.rsplit(":", 1)[1])
     name, qualifier = svc.parse_function_ref(arn)
     if qualifier is not None:
-        raise invalid_parameter("Tags are not supported on a function version or alias: use the unqualified ARN.")
+        raise invalid_parameter("Tags on function aliases and versions are not supported. Please specify a function "
+                                "ARN.")  # AWS's text (test_tag_versions)
     return "function", svc.function(name)
 
 

@@ -14,9 +14,10 @@ event source mappings:
 * A function error retries the batch with a growing backoff until `MaximumRetryAttempts` or
   `MaximumRecordAgeInSeconds` is exhausted (-1: until the records expire). With
   `BisectBatchOnFunctionError` a failing batch is split in halves first; splitting does not use up
-  retries. Given-up batches are described to the `OnFailure` destination (an S3 bucket, with the
-  whole event, or a Kinesis stream) and skipped; a destination that cannot take the description
-  (no such bucket) holds the shard until it can.
+  retries. Given-up batches are described to the `OnFailure` destination (an SQS queue, an SNS
+  topic, an S3 bucket with the whole event, or a Kinesis stream: failure_destinations.py) and
+  skipped; a destination that cannot take the description (no such bucket) holds the shard until
+  it can.
   Errors before the function ran (function not found, throttled) are retried without counting.
 * `ReportBatchItemFailures`: the function's `batchItemFailures` move the checkpoint to just before
   the lowest reported sequence number and the rest of the batch is retried.
@@ -25,6 +26,9 @@ event source mappings:
   the state the previous one returned; a final invocation with `isFinalInvokeForWindow` follows
   the window's end.
 * Resharding: a child shard is read only after its parents were read to their end.
+* The source is a stream (records polled from the store) or an enhanced fan-out consumer of it
+  (records pushed by the consumer's subscription: consumer_source.py); only the reading differs
+  (shard_sources.py), everything above is the same.
 
 Threads: one per mapping (finds streams and shards, starts lanes) and one per lane; all stop
 promptly on `close()`. An invocation that finishes while its poller stops is still checkpointed,
@@ -40,22 +44,26 @@ import threading
 import time
 import uuid as uuidlib
 from collections import deque
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import orjson
 
 from ..config import Settings
+from ..destinations import Destinations
+from ..kinesis import consumers
 from ..kinesis.model import Shard, Stream
-from ..kinesis.records import read_batch
-from ..kinesis.service import OPERATIONS, KinesisService
+from ..kinesis.service import KinesisService
 from ..protocol.errors import AwsError
 from ..s3.objects import ObjectStore
 from ..store import Store, StoredRecord
 from . import events
 from .checkpoints import Checkpoints, ShardProgress
+from .consumer_source import ConsumerSource
+from .failure_destinations import FailureSender
 from .filters import FilterCriteria, kinesis_view
+from .mapping_config import MappingConfig
+from .shard_sources import PolledSource, ShardSource
 
 log = logging.getLogger("kinesim.pollers")
 
@@ -78,6 +86,9 @@ OK = "OK"
 FUNCTION_FAILED = "PROBLEM: Function call failed"
 FUNCTION_NOT_FOUND = "PROBLEM: Function not found"
 STREAM_NOT_FOUND = "PROBLEM: Stream not found"
+# The consumer of an enhanced fan-out mapping was deregistered: like a deleted stream, the mapping
+# stays Enabled and says why it reads nothing (no AWS evidence found either way; see README).
+CONSUMER_NOT_FOUND = "PROBLEM: Stream consumer not found"
 
 
 class Invocation(Protocol):
@@ -89,113 +100,17 @@ class Invocation(Protocol):
 Invoke = Callable[[str, bytes], Invocation]
 
 
-def invalid_parameter(message: str) -> AwsError:
-    return AwsError("InvalidParameterValueException", message)
-
-
-# configuration
-
-@dataclass(frozen=True)
-class MappingConfig:
-    """What a poller needs from an EventSourceMappingConfiguration, with AWS's defaults."""
-    uuid: str
-    source_arn: str
-    stream_name: str
-    function_arn: str
-    invoke_name: str          # what invoke() is called with: the name, with a qualifier if any
-    executed_version: str
-    state: str
-    batch_size: int
-    batching_window_s: float
-    lanes: int
-    starting_position: str
-    starting_timestamp: float | None
-    max_retries: int          # -1: until the records expire
-    max_record_age_s: int     # -1: until the records expire
-    bisect: bool
-    tumbling_window_s: int
-    report_item_failures: bool
-    on_failure: str | None
-    filter_patterns: tuple[str, ...]
-
-    @classmethod
-    def from_mapping(cls, m: dict[str, Any]) -> "MappingConfig":
-        source = m["EventSourceArn"]
-        if ":stream/" not in source or not source.startswith("arn:aws"):
-            raise invalid_parameter(f"Unsupported event source for a Kinesis poller: {source}")
-        function_arn = m["FunctionArn"]
-        parts = function_arn.split(":")
-        name = parts[6] if len(parts) > 6 else function_arn
-        qualifier = parts[7] if len(parts) > 7 else None
-        position = m.get("StartingPosition") or "LATEST"
-        timestamp = m.get("StartingPositionTimestamp")
-        if isinstance(timestamp, datetime):
-            timestamp = timestamp.timestamp()
-        if position == "AT_TIMESTAMP" and timestamp is None:
-            raise invalid_parameter("StartingPositionTimestamp is required when StartingPosition is AT_TIMESTAMP.")
-        destination = ((m.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
-        if destination:
-            check_destination(destination)
-        filters = tuple(f.get("Pattern", "") for f in ((m.get("FilterCriteria") or {}).get("Filters") or []))
-        FilterCriteria.parse(m.get("FilterCriteria"))  # refuse a bad pattern now, not in the poller
-        return cls(
-            uuid=m["UUID"], source_arn=source, stream_name=source.split(":stream/", 1)[1].split("/", 1)[0],
-            function_arn=function_arn,
-            invoke_name=f"{name}:{qualifier}" if qualifier and qualifier != "$LATEST" else name,
-            executed_version=qualifier if qualifier and qualifier.isdigit() else "$LATEST",
-            state=m.get("State", "Enabled"),
-            batch_size=int(m.get("BatchSize") or 100),
-            batching_window_s=float(m.get("MaximumBatchingWindowInSeconds") or 0),
-            lanes=max(1, int(m.get("ParallelizationFactor") or 1)),
-            starting_position=position, starting_timestamp=timestamp,
-            max_retries=_int(m.get("MaximumRetryAttempts"), -1),
-            max_record_age_s=_int(m.get("MaximumRecordAgeInSeconds"), -1),
-            bisect=bool(m.get("BisectBatchOnFunctionError")),
-            tumbling_window_s=int(m.get("TumblingWindowInSeconds") or 0),
-            report_item_failures="ReportBatchItemFailures" in (m.get("FunctionResponseTypes") or []),
-            on_failure=destination or None, filter_patterns=filters)
-
-    def same_work(self, other: "MappingConfig") -> bool:
-        """Whether a poller configured by `other` does what this configuration asks (State aside)."""
-        return replace(self, state="") == replace(other, state="")
-
-
-def _int(value: Any, default: int) -> int:
-    return default if value is None else int(value)
-
-
-def check_destination(arn: str) -> None:
-    """On-failure records go to S3 buckets (`arn:aws:s3:::bucket`, as AWS allows) or, a kinesim
-    extension, to Kinesis streams (in-process PutRecord). AWS's SQS and SNS destinations are not
-    emulated: refused at once rather than dropped later."""
-    if s3_bucket(arn) is not None:
-        return
-    if arn.startswith("arn:aws") and ":kinesis:" in arn and ":stream/" in arn and "/consumer/" not in arn:
-        return
-    service = arn.split(":")[2] if arn.count(":") >= 2 else "?"
-    raise invalid_parameter(
-        f"Unsupported OnFailure destination {arn}: kinesim delivers the failure records of stream event "
-        f"source mappings to S3 buckets and Kinesis streams only ({service} destinations are not available yet).")
-
-
-def s3_bucket(arn: str) -> str | None:
-    """The bucket an S3 bucket ARN names (no region, no account, no key), else None."""
-    parts = arn.split(":", 5)
-    if len(parts) == 6 and parts[0] == "arn" and parts[1].startswith("aws") and parts[2] == "s3" \
-            and parts[3] == parts[4] == "" and parts[5] and "/" not in parts[5]:
-        return parts[5]
-    return None
-
-
 # the manager
 
 class MappingManager:
     """The running pollers of all event source mappings, kept in step with their configurations."""
 
     def __init__(self, kinesis: KinesisService, store: Store, invoke: Invoke, settings: Settings,
-                 objects: ObjectStore | None = None, role_of: Callable[[str], str | None] | None = None):
+                 objects: ObjectStore | None = None, role_of: Callable[[str], str | None] | None = None,
+                 destinations: Destinations | None = None):
         self.kinesis, self.store, self.invoke, self.settings = kinesis, store, invoke, settings
-        self.objects = objects  # where S3 on-failure destinations are written; None: no S3 here
+        # Where on-failure records go: S3 buckets in `objects`, SQS/SNS through `destinations`.
+        self.failures = FailureSender(kinesis, objects, destinations)
         self.role_of = role_of  # a function's execution role (its Role), by function name
         self.lock = threading.Lock()
         self.pollers: dict[str, MappingPoller] = {}
@@ -204,12 +119,11 @@ class MappingManager:
         """Start, stop or reconfigure the mapping's poller to match its configuration.
 
         Raises AwsError InvalidParameterValueException for what cannot run (a bad filter pattern,
-        an unsupported OnFailure destination). State "Updating" keeps a running poller running.
+        an OnFailure destination of the wrong service). State "Updating" keeps a running poller running.
         """
         config = MappingConfig.from_mapping(mapping)
-        if config.on_failure and s3_bucket(config.on_failure) is not None and self.objects is None:
-            raise invalid_parameter(f"Unsupported OnFailure destination {config.on_failure}: this server has "
-                                    "no object store for S3 destinations.")
+        if config.on_failure:
+            self.failures.check_usable(config.on_failure)
         with self.lock:
             current = self.pollers.get(config.uuid)
             if config.state in ENABLED_STATES:
@@ -227,6 +141,10 @@ class MappingManager:
             self.pollers[config.uuid] = poller
             if enabled:
                 poller.start()
+
+    def check_destination(self, arn: str) -> None:
+        """CreateEventSourceMapping/Update: refuse an OnFailure destination this server cannot reach."""
+        self.failures.check_available(arn)
 
     def remove(self, uuid: str) -> None:
         """Stop the mapping's poller and forget its checkpoints."""
@@ -263,7 +181,7 @@ class MappingPoller:
 
     def __init__(self, manager: MappingManager, config: MappingConfig):
         self.svc, self.invoke, self.settings = manager.kinesis, manager.invoke, manager.settings
-        self.objects = manager.objects
+        self.failures = manager.failures
         self.config = config
         self.filters = FilterCriteria.parse({"Filters": [{"Pattern": p} for p in config.filter_patterns]})
         self.role_of = manager.role_of
@@ -306,7 +224,7 @@ class MappingPoller:
         threads = [self.thread] if self.thread else []
         with self.lock:
             for work in list(self.running.values()) + self.finished:
-                threads.extend(work.lanes)
+                threads.extend(work.threads())
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
 
@@ -359,30 +277,18 @@ class MappingPoller:
         self.wake.set()
 
     def send_failure(self, record: dict[str, Any], shard_id: str, event: bytes) -> str | None:
-        """Deliver a discarded batch's invocation record to the OnFailure destination, in-process.
-        An S3 object also carries the whole event the function was sent (`payload`, a JSON string),
-        as AWS writes it. Returns None once delivered (or with no destination), else the problem
-        for LastProcessingResult."""
+        """Deliver a discarded batch's invocation record to the OnFailure destination; None once
+        delivered (or with no destination), else the problem for LastProcessingResult."""
         destination = self.config.on_failure
         if not destination:
             return None
-        bucket = s3_bucket(destination)
-        try:
-            if bucket is not None:
-                key = events.failure_object_key(self.config.uuid, shard_id, record["timestamp"])
-                body = orjson.dumps({**record, "payload": event.decode()})
-                self.objects.put_object(bucket, key, body, content_type="application/json")
-            else:
-                OPERATIONS["PutRecord"](self.svc, {"StreamARN": destination, "Data": orjson.dumps(record),
-                                                   "PartitionKey": shard_id})
-        except AwsError as err:
-            log.warning("mapping %s: on-failure record not delivered to %s: %s %s",
-                        self.config.uuid, destination, err.code, err.message)
-            return f"PROBLEM: On-failure destination {destination} unavailable: {err.code}: {err.message}"
-        except OSError as err:
-            log.warning("mapping %s: on-failure record not delivered to %s: %s", self.config.uuid, destination, err)
-            return f"PROBLEM: On-failure destination {destination} unavailable: {err}"
-        return None
+        return self.failures.send(destination, record, self.config.uuid, shard_id, event)
+
+    def make_source(self, stream: Stream, shard: Shard, progress: ShardProgress) -> ShardSource:
+        if self.config.consumer_arn is None:
+            return PolledSource(self.svc, stream, shard, self.stopped)
+        return ConsumerSource(self.svc, self.config.consumer_arn, shard, min(progress.lanes),
+                              low_water=lambda: min(progress.lanes), stopped=self.stopped, report=self.set_result)
 
     # finding shards
 
@@ -402,6 +308,14 @@ class MappingPoller:
             self.attach(None)
             return
         if stream.status == "CREATING":
+            return
+        if self.config.consumer_arn is not None and not self.consumer_exists():
+            self.set_result(CONSUMER_NOT_FOUND)
+            with self.lock:
+                works = list(self.running.values())
+                self.running.clear()
+            for work in works:
+                work.source.close()
             return
         if stream is not self.stream:
             self.attach(stream)
@@ -425,6 +339,13 @@ class MappingPoller:
                     return
                 self.running[sid] = work
             work.start()
+
+    def consumer_exists(self) -> bool:
+        try:
+            consumers.by_arn(self.svc, self.config.consumer_arn)
+        except AwsError:
+            return False
+        return True
 
     def attach(self, stream: Stream | None) -> None:
         """Take up `stream` (None: the stream is gone). The first time a stream is seen, the
@@ -480,22 +401,29 @@ class ShardWork:
     def __init__(self, poller: MappingPoller, stream: Stream, shard: Shard, progress: ShardProgress):
         self.poller, self.stream, self.shard, self.progress = poller, stream, shard, progress
         self.lock = threading.Lock()
+        self.source = poller.make_source(stream, shard, progress)
         self.lanes = [Lane(self, n) for n in range(len(progress.lanes))]
         self.lanes_ended = 0
 
     def start(self) -> None:
+        self.source.start()
         for lane in self.lanes:
             lane.start()
 
+    def threads(self) -> list[threading.Thread]:
+        extra = getattr(self.source, "thread", None)
+        return list(self.lanes) + ([extra] if extra is not None and extra.ident is not None else [])
+
     def wake(self) -> None:
-        with self.shard.appended:
-            self.shard.appended.notify_all()
+        self.source.wake()
 
     def checkpoint(self, lane: int, index: int, window: dict[str, Any] | None) -> bool:
         with self.lock:
             self.progress.lanes[lane] = index
             self.progress.windows[lane] = dict(window) if window else None
-            return self.poller.save(self.progress)
+            saved = self.poller.save(self.progress)
+        self.source.advanced()
+        return saved
 
     def lane_ended(self) -> None:
         with self.lock:
@@ -505,6 +433,7 @@ class ShardWork:
             self.progress.ended = True
             if not self.poller.save(self.progress):
                 return
+        self.source.close()
         self.poller.shard_ended(self)
 
 
@@ -614,7 +543,8 @@ class Lane(threading.Thread):
         return self.poller.stopped.is_set()
 
     def gone(self) -> bool:
-        return self.svc.streams.get(self.stream.name) is not self.stream or self.stream.status == "DELETING"
+        return self.svc.streams.get(self.stream.name) is not self.stream or self.stream.status == "DELETING" \
+            or self.work.source.gone() is not None
 
     def loop(self) -> None:
         tumbling = self.config.tumbling_window_s > 0
@@ -661,10 +591,9 @@ class Lane(threading.Thread):
         while True:
             if self.stopped() or self.gone():
                 return None
-            closed = not self.shard.is_open  # read before the records: a closed shard's tip is final
             want = min(MAX_READ, (cfg.batch_size - len(items)) * cfg.lanes)
-            rows, next_index, at_tip = read_batch(self.svc, self.stream, self.shard, index, want,
-                                                  max(1, events.MAX_PAYLOAD_BYTES - size))
+            rows, next_index, at_tip, ended = self.work.source.read(index, want,
+                                                                    max(1, events.MAX_PAYLOAD_BYTES - size))
             for row in rows:
                 if lane_of(row[2], cfg.lanes) != self.number:
                     index = row[0] + 1
@@ -692,7 +621,7 @@ class Lane(threading.Thread):
                 index = max(index, next_index)  # an empty read below the tip: those records expired
             if not at_tip:
                 continue
-            if closed:
+            if ended:
                 return Batch(items, index, window_start, at_tip=True, ended=True)
             now = time.monotonic()
             if items and (deadline is None or now >= deadline):
@@ -716,10 +645,7 @@ class Lane(threading.Thread):
 
     def wait(self, index: int, timeout: float) -> None:
         """Until a record at `index` exists (or the shard closes, the poller stops), up to `timeout`."""
-        shard = self.shard
-        with shard.appended:
-            if shard.next_index <= index and shard.is_open and not self.stopped() and not self.gone():
-                shard.appended.wait(timeout)
+        self.work.source.wait(index, timeout)
 
     # invoking
 
@@ -834,7 +760,8 @@ class Lane(threading.Thread):
         record = events.failure_record(
             request_id=last.request_id if last else str(uuidlib.uuid4()), function_arn=self.config.function_arn,
             condition=condition, invoke_count=part.invokes, status_code=200,
-            executed_version=self.config.executed_version, function_error=last.function_error if last else None,
+            executed_version=getattr(last, "executed_version", self.config.executed_version),  # an alias: what ran
+            function_error=last.function_error if last else None,
             shard_id=self.shard.shard_id, rows=[it.row for it in items], stream_arn=self.stream.arn)
         before = self.poller.result
         while (problem := self.poller.send_failure(record, self.shard.shard_id, self.event(items))) is not None:

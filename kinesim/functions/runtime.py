@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection
 
 import orjson
 
+from . import runtimes
 from .logs import FunctionLogs
 from .worker import pack, unpack
 
@@ -35,6 +36,7 @@ TAIL_BYTES = 4096
 LOG_FLUSH_S = 0.5  # a long invocation's output reaches the log file at least this often
 # What a worker keeps of the server's environment: enough to run Python, nothing of the server's own
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH")
+NODE_BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node", "bootstrap.mjs")
 
 
 @dataclass
@@ -56,16 +58,18 @@ class FunctionRuntime:
         self.region = region
         self.account_id = account_id
         self.max_workers = max_workers_per_function
-        self._pools: dict[str, _Pool] = {}
+        self._pools: dict[tuple[str, str], _Pool] = {}  # by (FunctionName, Version)
         self._lock = threading.Lock()
         self._closed = False
 
     def invoke(self, fn: dict, payload: bytes, request_id: str | None = None, *,
                client_context: dict | None = None, identity: dict | None = None,
                invoked_function_arn: str | None = None) -> Invocation:
-        """Run one invocation, blocking. `fn` is the FunctionConfiguration plus "CodeDir".
-        `client_context` (decoded X-Amz-Client-Context), `identity` (Cognito) and the ARN the caller
-        used (qualified or not) reach the handler's `context`."""
+        """Run one invocation, blocking. `fn` is the FunctionConfiguration plus "CodeDir", and
+        optionally "Version" (default $LATEST: each version has environments of its own) and
+        "LayerDirs" (the extracted contents of its layers, in its Layers order). `client_context`
+        (decoded X-Amz-Client-Context), `identity` (Cognito) and the ARN the caller used
+        (qualified or not) reach the handler's `context`."""
         request_id = request_id or str(uuid.uuid4())
         while True:
             pool = self._pool(fn)
@@ -76,7 +80,11 @@ class FunctionRuntime:
                 continue
         try:
             if worker is None:  # no idle environment: a cold start
-                worker = pool.started(self._start(fn))
+                try:
+                    started = self._start(fn)
+                except _Unrunnable as e:
+                    return _unrunnable(request_id, str(e))
+                worker = pool.started(started)
                 failed = self._init(worker, fn, request_id)
                 if failed is not None:
                     return failed
@@ -90,10 +98,11 @@ class FunctionRuntime:
                 pool.start_failed()
 
     def retire(self, function_name: str) -> None:
-        """Stop this function's workers; running invocations finish first, on the old code."""
+        """Stop the workers of every version of this function; running invocations finish first,
+        on the old code."""
         with self._lock:
-            pool = self._pools.pop(function_name, None)
-        if pool is not None:
+            pools = [self._pools.pop(key) for key in list(self._pools) if key[0] == function_name]
+        for pool in pools:
             pool.retire()
 
     def close(self) -> None:
@@ -108,44 +117,64 @@ class FunctionRuntime:
 
     def _pool(self, fn: dict) -> _Pool:
         signature = _signature(fn)
-        name = fn["FunctionName"]
+        key = (fn["FunctionName"], fn.get("Version") or "$LATEST")
         stale = None
         with self._lock:
             if self._closed:
                 raise RuntimeError("the function runtime is closed")
-            pool = self._pools.get(name)
+            pool = self._pools.get(key)
             if pool is None or pool.signature != signature:
                 # code or configuration changed without a retire(): AWS starts new environments too
                 stale = pool
-                pool = self._pools[name] = _Pool(signature, self.max_workers)
+                pool = self._pools[key] = _Pool(signature, self.max_workers)
         if stale is not None:
             stale.retire()
         return pool
 
     def _start(self, fn: dict) -> WorkerProcess:
-        version = fn.get("Version", "$LATEST")
+        version = fn.get("Version") or "$LATEST"
         stream = time.strftime("%Y/%m/%d", time.gmtime()) + f"/[{version}]" + secrets.token_hex(16)
-        worker = WorkerProcess(fn["CodeDir"], self._environment(fn, stream), stream)
+        runtime = runtimes.describe(fn.get("Runtime") or "python3.12")
+        if not runtime.runnable:  # e.g. its Node.js was removed since CreateFunction: a failed init
+            raise _Unrunnable(runtime.reason or runtime.name)
+        env = self._environment(fn, stream, runtime)
+        if runtime.language == "nodejs":
+            command = [runtime.executable, *runtimes.node_memory_flags(env), NODE_BOOTSTRAP]
+            worker = WorkerProcess(command, fn["CodeDir"], env, stream, capture_output=True)
+        else:
+            # -P: the code directory (cwd) is not put on sys.path before kinesim is imported; the
+            # worker adds it itself.
+            command = [sys.executable, "-P", "-m", "kinesim.functions.worker"]
+            worker = WorkerProcess(command, fn["CodeDir"], env, stream)
         log.debug("started worker %d for %s (%s)", worker.proc.pid, fn["FunctionName"], stream)
         return worker
 
-    def _environment(self, fn: dict, stream: str) -> dict[str, str]:
+    def _environment(self, fn: dict, stream: str, runtime: runtimes.Runtime) -> dict[str, str]:
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+        if runtime.language == "nodejs":
+            env.pop("PYTHONPATH", None)
         env["TZ"] = ":UTC"
-        env["AWS_ENDPOINT_URL"] = self.endpoint_url  # boto3 inside a handler talks to kinesim
+        # The AWS SDKs inside a handler (boto3, JS v3) talk to kinesim
+        env["AWS_ENDPOINT_URL"] = self.endpoint_url
         variables = (fn.get("Environment") or {}).get("Variables") or {}
         env.update({k: str(v) for k, v in variables.items()})
-        if "PYTHONPATH" in variables and "PYTHONPATH" in os.environ:  # the worker must still find kinesim
-            env["PYTHONPATH"] = variables["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
-        runtime = fn.get("Runtime") or ""
-        if not runtime.startswith("python"):
-            runtime = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        layers = [d for d in fn.get("LayerDirs") or () if d]
+        if runtime.language == "nodejs":
+            if "NODE_PATH" not in variables:  # AWS's bootstrap sets it only when the function does not
+                env["NODE_PATH"] = os.pathsep.join(runtimes.node_layer_paths(layers, runtime.major) + [fn["CodeDir"]])
+        else:
+            if "PYTHONPATH" in variables and "PYTHONPATH" in os.environ:  # the worker must still find kinesim
+                env["PYTHONPATH"] = variables["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
+            if layers:
+                env["KINESIM_LAYER_PATHS"] = os.pathsep.join(runtimes.python_layer_paths(layers))
+        runtime_name = runtime.name if runtime.runnable and runtime.name.startswith(("python", "nodejs")) \
+            else f"python{sys.version_info.major}.{sys.version_info.minor}"
         name = fn["FunctionName"]
         env.update({  # reserved: a function's own variables cannot override these
             "_HANDLER": fn["Handler"],
-            "AWS_EXECUTION_ENV": f"AWS_Lambda_{runtime}",
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_{runtime_name}",
             "AWS_LAMBDA_FUNCTION_NAME": name,
-            "AWS_LAMBDA_FUNCTION_VERSION": fn.get("Version", "$LATEST"),
+            "AWS_LAMBDA_FUNCTION_VERSION": fn.get("Version") or "$LATEST",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.get("MemorySize", 128)),
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "AWS_LAMBDA_LOG_GROUP_NAME": self.logs.group_name(name),
@@ -219,6 +248,11 @@ class FunctionRuntime:
             return self._finish(record, worker, fn, request_id, _exit_payload(request_id, reason), "Unhandled",
                                 elapsed_ms, rss_kb, "error", "Runtime.ExitError")
         worker.rss_kb = header["rss_kb"]
+        if header.get("exit") is not None:
+            # Node.js: an uncaught exception or unhandled rejection fails the invocation, then the
+            # runtime exits (129 / 128, AWS's RIC): the next invocation gets a fresh environment
+            reason = worker.stop(grace_s=1.0)
+            record.add(f"RequestId: {request_id} Error: {reason}\nRuntime.ExitError\n")
         function_error = "Unhandled" if header["error"] else None
         if function_error is None and len(body) > MAX_RESPONSE_BYTES:
             body = orjson.dumps({"errorMessage": "Response payload size exceeded maximum allowed payload size "
@@ -267,7 +301,16 @@ class FunctionRuntime:
 def _signature(fn: dict) -> tuple:
     """What makes an environment out of date: AWS starts new ones after any code or config change."""
     return (fn.get("CodeDir"), fn.get("CodeSha256"), fn.get("LastModified"), fn.get("Handler"), fn.get("Runtime"),
-            fn.get("MemorySize"), fn.get("Version"), repr(fn.get("Environment")))
+            fn.get("MemorySize"), fn.get("Version"), repr(fn.get("Environment")), tuple(fn.get("LayerDirs") or ()))
+
+
+class _Unrunnable(Exception):
+    """The function's runtime cannot run here (any more): its Node.js was removed, say."""
+
+
+def _unrunnable(request_id: str, reason: str) -> Invocation:
+    payload = orjson.dumps({"errorType": "Runtime.InvalidRuntime", "errorMessage": reason})
+    return Invocation(request_id, payload, "Unhandled", "", 0.0, 1, 0)
 
 
 def _timeout_payload(request_id: str, fn: dict) -> bytes:
@@ -282,21 +325,32 @@ def _exit_payload(request_id: str, reason: str) -> bytes:
 class WorkerProcess:
     """One execution environment: a worker process, the socket to it, its log stream."""
 
-    def __init__(self, code_dir: str, env: dict[str, str], stream_name: str):
+    def __init__(self, command: list[str], code_dir: str, env: dict[str, str], stream_name: str,
+                 capture_output: bool = False):
+        """Run `command CHANNEL_FD` (and `OUTPUT_FD` with `capture_output`: the non-blocking read
+        end of a pipe its stdout and stderr write into, for a worker that cannot redirect its own
+        file descriptors, as Node.js cannot)."""
         parent, child = socket.socketpair()
+        out_read = out_write = None
         try:
-            # -P: the code directory (cwd) is not put on sys.path before kinesim is imported; the
-            # worker adds it itself. A session of its own: Ctrl-C on the server is not the handler's,
-            # and killing the group also ends the handler's subprocesses.
+            fds = [child.fileno()]
+            if capture_output:
+                out_read, out_write = os.pipe()
+                os.set_blocking(out_read, False)
+                fds.append(out_read)
+            # A session of its own: Ctrl-C on the server is not the handler's, and killing the group
+            # also ends the handler's subprocesses.
             self.proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "kinesim.functions.worker", str(child.fileno())],
-                cwd=code_dir, env=env, stdin=subprocess.DEVNULL, pass_fds=(child.fileno(),),
-                start_new_session=True)
+                command + [str(fd) for fd in fds], cwd=code_dir, env=env, stdin=subprocess.DEVNULL,
+                stdout=out_write, stderr=out_write, pass_fds=tuple(fds), start_new_session=True)
         except BaseException:
             parent.close()
             raise
         finally:
             child.close()
+            for fd in (out_read, out_write):
+                if fd is not None:
+                    os.close(fd)
         self.conn = Connection(parent.detach())
         self.stream_name = stream_name
         self.started = time.perf_counter()

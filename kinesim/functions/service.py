@@ -2,16 +2,19 @@
 
 Each operation is a plain function `(service, params, context) -> response dict` registered with
 `@operation`, living in the module of its concern (`functions_api`: functions and invocations,
-`mappings_api`: event source mappings). Params arrive validated against botocore's `lambda`
+`mappings_api`: event source mappings, `versions_api`: versions and aliases, `layers_api`:
+layers). Params arrive validated against botocore's `lambda`
 model; responses are dicts shaped like the model's output (the REST layer drops any key the
 model does not know, so stored documents can carry internal keys such as `CodeDir`).
 
-Functions are documents of kind "function" (the FunctionConfiguration plus internal keys), event
-source mappings documents of kind "mapping"; both survive restarts, and on start every mapping is
+Functions are documents of kind "function" (the FunctionConfiguration plus internal keys; their
+published versions, aliases and layers are kept by `versions` and `layers`), event source
+mappings documents of kind "mapping"; all survive restarts, and on start every mapping is
 handed to the MappingManager again so its pollers resume from their checkpoints.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -28,11 +31,12 @@ from ..protocol.validation import ModelValidator
 from ..store import Store
 from .async_invoke import AsyncInvoker
 from .code import CodeStore
+from .runtime import Invocation
 
 if TYPE_CHECKING:
+    from ..destinations import Destinations
     from ..kinesis.service import KinesisService
     from ..s3.objects import ObjectStore
-    from .runtime import Invocation
 
 log = logging.getLogger("kinesim.functions")
 
@@ -51,6 +55,13 @@ _FUNCTION_REF = re.compile(
     r"(?:(?P<region>(?:eusc-)?[a-z]{2}(?:(?:-gov)|(?:-iso(?:[a-z]?)))?-[a-z]+-\d):)?"
     r"(?:(?P<account>\d{12}):)?(?:function:)?(?P<name>[a-zA-Z0-9-_.]+)"
     r"(?::(?P<qualifier>\$LATEST(?:\.PUBLISHED)?|[a-zA-Z0-9-_]+))?")
+
+
+@dataclasses.dataclass
+class VersionedInvocation(Invocation):
+    """An invocation's result with the version that ran (Invoke's X-Amz-Executed-Version, the
+    `executedVersion` of a mapping's invocation records)."""
+    executed_version: str = "$LATEST"
 
 
 def operation(name: str) -> Callable[[Handler], Handler]:
@@ -86,9 +97,9 @@ def lambda_date(ts: float | None = None) -> str:
 
 class LambdaService:
     def __init__(self, settings: Settings, store: Store, kinesis: "KinesisService",
-                 objects: "ObjectStore | None" = None):
+                 objects: "ObjectStore | None" = None, destinations: "Destinations | None" = None):
         # Importing the operation modules registers their operations.
-        from . import functions_api, mappings_api  # noqa: F401
+        from . import functions_api, layers_api, mappings_api, permissions_api, versions_api  # noqa: F401
         from .logs import FunctionLogs
         from .pollers import MappingManager
         from .runtime import FunctionRuntime
@@ -108,11 +119,19 @@ class LambdaService:
         self.code = CodeStore(os.path.join(base, "functions"))
         self.logs = FunctionLogs(os.path.join(base, "logs"))
         self.runtime = FunctionRuntime(self.logs, self.endpoint_url, settings.region, settings.account_id)
+        self.layers = layers_api.Layers(store, CodeStore(os.path.join(base, "layers")), self.layer_arn)
+        self.versions = versions_api.Versions(self, store, self.code)
         self.functions: dict[str, dict[str, Any]] = self._load_functions()
+        self.versions.forget_orphans(set(self.functions))
+        for version in self.versions.all_configurations():
+            version["LayerDirs"] = self.layers.dirs(version.get("LayerPackages"))
+        self.layers.prune(self.layer_packages_in_use())
         self.mappings: dict[str, dict[str, Any]] = store.documents("mapping")
         self.async_invoker = AsyncInvoker(self._invoke_event)
+        # `destinations`: where SQS and SNS OnFailure destinations of mappings are delivered.
         self.manager = MappingManager(kinesis, store, self.invoke_function, settings, objects,
-                                      role_of=lambda name: (self.functions.get(name) or {}).get("Role"))
+                                      role_of=lambda name: (self.functions.get(name) or {}).get("Role"),
+                                      destinations=destinations)
         for mapping in sorted(self.mappings.values(), key=lambda m: m.get("CreatedAt", 0)):
             try:
                 self.manager.sync(mapping)
@@ -166,6 +185,10 @@ class LambdaService:
         arn = f"arn:aws:lambda:{self.settings.region}:{self.settings.account_id}:function:{name}"
         return f"{arn}:{qualifier}" if qualifier else arn
 
+    def layer_arn(self, name: str, version: int | None = None) -> str:
+        arn = f"arn:aws:lambda:{self.settings.region}:{self.settings.account_id}:layer:{name}"
+        return f"{arn}:{version}" if version is not None else arn
+
     def mapping_arn(self, uuid: str) -> str:
         return f"arn:aws:lambda:{self.settings.region}:{self.settings.account_id}:event-source-mapping:{uuid}"
 
@@ -188,14 +211,25 @@ class LambdaService:
 
     # functions
 
-    def function(self, ref: str, qualifier: str | None = None) -> dict[str, Any]:
-        """The stored document of the function a reference names ($LATEST: kinesim keeps no
-        published versions or aliases, so any other qualifier names nothing)."""
+    def function(self, ref: str, qualifier: str | None = None, *, route: bool = False) -> dict[str, Any]:
+        """The configuration a reference names: $LATEST's stored document, a published version's,
+        or the version an alias points at (with `route`, the one its routing configuration picks
+        for this invocation). What the runtime is handed: it has `Version`, `CodeDir`, `LayerDirs`."""
         name, qualifier = self.parse_function_ref(ref, qualifier)
         doc = self.functions.get(name)
-        if doc is None or qualifier not in (None, "$LATEST"):
+        if doc is not None and qualifier not in (None, "$LATEST"):
+            doc = self.versions.resolve(doc, qualifier, route)
+        if doc is None:
             raise resource_not_found(f"Function not found: {self.function_arn(name, qualifier)}")
         return doc
+
+    def has_function(self, name: str, qualifier: str | None = None) -> bool:
+        """Whether a function (and its version or alias, when qualified) exists."""
+        try:
+            self.function(name, qualifier)
+        except AwsError:
+            return False
+        return True
 
     def save_function(self, doc: dict[str, Any]) -> None:
         """Store a function's new document (a fresh dict: readers hold the old one safely)."""
@@ -215,9 +249,10 @@ class LambdaService:
             if code_dir is None:
                 log.warning("the code of function %s is missing from %s", name, self.code.root)
             doc["CodeDir"] = code_dir
+            doc["LayerDirs"] = self.layers.dirs(doc.get("LayerPackages"))
             functions[name] = doc
             if not doc.get("HotReload"):
-                self.code.prune(name, {doc.get("PackageId", "")})
+                self.code.prune(name, {doc.get("PackageId", "")} | self.versions.package_ids(name))
         for name in self.code.function_names():  # code left by functions deleted mid-way
             if name not in functions:
                 self.code.remove(name)
@@ -226,11 +261,29 @@ class LambdaService:
     # invocation
 
     def invoke_function(self, name_or_arn: str, payload: bytes) -> "Invocation":
-        """Run a function synchronously (the MappingManager's and Invoke's way in)."""
-        return self.runtime.invoke(self.function(name_or_arn), payload)
+        """Run a function synchronously (the MappingManager's way in); a qualified reference runs
+        that version, or the one its alias routes to (`executed_version` of the answer)."""
+        return self.invoke_qualified(name_or_arn, payload)
 
     def _invoke_event(self, name: str, payload: bytes, request_id: str) -> "Invocation":
-        return self.runtime.invoke(self.function(name), payload, request_id)
+        return self.invoke_qualified(name, payload, request_id)
+
+    def invoke_qualified(self, ref: str, payload: bytes, request_id: str | None = None,
+                         qualifier: str | None = None, **extra: Any) -> "Invocation":
+        """Invoke the configuration a reference names. The handler sees the ARN the caller used
+        (an alias's, not the version's), as on AWS."""
+        name, qualifier = self.parse_function_ref(ref, qualifier)
+        fn = self.function(name, qualifier, route=True)
+        result = self.runtime.invoke(fn, payload, request_id, invoked_function_arn=self.function_arn(name, qualifier),
+                                     **extra)
+        return VersionedInvocation(**{f.name: getattr(result, f.name) for f in dataclasses.fields(Invocation)},
+                                   executed_version=fn.get("Version", "$LATEST"))
+
+    def layer_packages_in_use(self) -> set[tuple[str, str]]:
+        """(layer name, package id) of every layer a function or version uses: kept even once the
+        layer version is deleted, as AWS keeps it for the functions that use it."""
+        configurations = list(self.functions.values()) + self.versions.all_configurations()
+        return {(name, package) for c in configurations for name, package in c.get("LayerPackages") or ()}
 
     # mappings
 

@@ -470,6 +470,9 @@ def main() -> None:
     threading.Thread(target=_exit_when_orphaned, name="kinesim-orphan-watch", daemon=True).start()
     worker = Worker(Channel(fd))
     sys.path.insert(0, os.environ["LAMBDA_TASK_ROOT"])  # handlers import their sibling modules
+    # Layers (/opt/python... on AWS) come after the function's own code, before site-packages
+    layers = os.environ.pop("KINESIM_LAYER_PATHS", "")
+    sys.path[1:1] = [p for p in layers.split(os.pathsep) if p]
     # No __pycache__ written into the code directory (AWS's is read-only): none left in a user's
     # source tree, and none stale when code changes within the second its .pyc was written.
     sys.dont_write_bytecode = True

@@ -46,6 +46,8 @@ from .errors import AwsError
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.1"
 CBOR_CONTENT_TYPE = "application/x-amz-cbor-1.1"
+# JSON 1.0 (SQS): the same bodies as 1.1; the edge takes it for the services whose protocol it is.
+JSON10_CONTENT_TYPE = "application/x-amz-json-1.0"
 
 # Content-Type (its media type, lowercased) -> body format
 FORMATS: dict[str, str] = {
@@ -54,7 +56,7 @@ FORMATS: dict[str, str] = {
     CBOR_CONTENT_TYPE: "cbor",
 }
 
-_RESPONSE_TYPES = {"json": JSON_CONTENT_TYPE, "cbor": CBOR_CONTENT_TYPE}
+_RESPONSE_TYPES = {"json": JSON_CONTENT_TYPE, "cbor": CBOR_CONTENT_TYPE, "json10": JSON10_CONTENT_TYPE}
 
 # Errors whose text AWS sends as "Message" rather than "message".
 _CAPITAL_MESSAGE = frozenset({"SerializationException"})
@@ -232,13 +234,13 @@ def encode_response(obj: dict, fmt: str, timestamp_members: frozenset[str] = fro
     CBOR: blobs as byte strings, timestamps (datetimes, and numbers in members named in
     `timestamp_members`) as tag 1 + epoch milliseconds.
     """
-    if fmt == "json":
+    if fmt == "json" or fmt == "json10":
         try:
-            return orjson.dumps(obj, default=_json_default, option=_JSON_OPTIONS), JSON_CONTENT_TYPE
+            return orjson.dumps(obj, default=_json_default, option=_JSON_OPTIONS), _RESPONSE_TYPES[fmt]
         except orjson.JSONEncodeError:
             # orjson stops at 64-bit integers; a larger one stored from a request (an integer
             # member the model does not bound) is echoed as AWS's JSON would carry it.
-            return _json_slow(obj), JSON_CONTENT_TYPE
+            return _json_slow(obj), _RESPONSE_TYPES[fmt]
     if fmt == "cbor":
         return encode_cbor(obj, timestamp_members), CBOR_CONTENT_TYPE
     raise ValueError(f"unknown format {fmt!r}")
@@ -279,6 +281,18 @@ def encode_error(err: AwsError, fmt: str) -> tuple[int, dict[str, str], bytes]:
     if fmt == "json":
         headers = {"Content-Type": JSON_CONTENT_TYPE, "x-amzn-ErrorType": code}
         return err.status, headers, orjson.dumps(error_body(err))
+    if fmt == "json10":
+        # JSON 1.0 services (SQS): `__type` namespaced as AWS sends it; an `awsQueryCompatible`
+        # service's error also names its old query code (`x-amzn-query-error: Code;Sender`),
+        # which SDKs show instead (botocore's parser: Error.Code, and QueryErrorCode).
+        namespace, query_error = getattr(err, "namespace", None), getattr(err, "query_error", None)
+        body = error_body(err)
+        if namespace:
+            body["__type"] = f"{namespace}#{code}"
+        headers = {"Content-Type": JSON10_CONTENT_TYPE, "x-amzn-ErrorType": code}
+        if query_error:
+            headers["x-amzn-query-error"] = query_error
+        return err.status, headers, orjson.dumps(body)
     if fmt == "cbor":
         key = None if message is None else "Message" if code in _CAPITAL_MESSAGE else "message"
         headers = {"Content-Type": CBOR_CONTENT_TYPE, "x-amzn-ErrorType": code}

@@ -116,6 +116,34 @@ class Store:
             self._write.execute("DELETE FROM documents WHERE kind=? AND name=?", (kind, name))
         self._space.freed()
 
+    def put_documents(self, kind: str, bodies: dict[str, Any]) -> None:
+        """Several documents of one kind in one transaction: all of them are stored, or none
+        (the messages one SQS ReceiveMessage hands out, a message with its deduplication entry)."""
+        rows = [(kind, name, json.dumps(body, separators=(",", ":"))) for name, body in bodies.items()]
+        self._in_transaction("INSERT OR REPLACE INTO documents (kind, name, body) VALUES (?, ?, ?)", rows)
+
+    def delete_documents(self, kind: str, names: Iterable[str] | None = None) -> None:
+        """Delete documents of one kind in one transaction: those named, or all of the kind."""
+        if names is None:
+            with self._write_lock:
+                self._write.execute("DELETE FROM documents WHERE kind=?", (kind,))
+        else:
+            self._in_transaction("DELETE FROM documents WHERE kind=? AND name=?", [(kind, n) for n in names])
+        self._space.freed()
+
+    def _in_transaction(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        with self._write_lock:
+            w = self._write
+            w.execute("BEGIN")
+            try:
+                w.executemany(statement, rows)
+            except BaseException:
+                w.execute("ROLLBACK")
+                raise
+            w.execute("COMMIT")
+
     # records
 
     def append_one(self, shard_uid: int, record: StoredRecord) -> None:

@@ -1,0 +1,1 @@
+"""CloudWatch Logs: log groups, streams and events (functions' logs among them), filter patterns."""

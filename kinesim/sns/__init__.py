@@ -1,0 +1,1 @@
+"""SNS: topics, subscriptions, Publish/PublishBatch and deliveries to SQS, Lambda and Firehose."""

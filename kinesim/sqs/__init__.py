@@ -1,0 +1,1 @@
+"""Amazon SQS: standard and FIFO queues, durable in the store (kinesim.sqs.service)."""

@@ -1,0 +1,2 @@
+const lib = require('not-a-package-anywhere');
+exports.handler = async () => lib;

@@ -1,0 +1,2 @@
+console.log('about to fail');
+throw new Error('init failed on purpose');
