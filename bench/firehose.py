@@ -4,14 +4,18 @@
     .venv/bin/python bench/firehose.py                   # 5 s of PutRecordBatch, 30 latency samples each
     .venv/bin/python bench/firehose.py --quick           # smoke run, figures are rough
     .venv/bin/python bench/firehose.py --seconds 10 --json bench/results/firehose.json
+    .venv/bin/python bench/firehose.py --only-kinesis-source --samples 40   # Kinesis source, put -> object
 
-Two measurements per target, each on a fresh DirectPut delivery stream into a fresh bucket:
+Measurements per target, each on a fresh delivery stream into a fresh bucket:
 - throughput: records/s that PutRecordBatch accepts, 500 records of 1 KiB per call, 4 client
   threads (one keep-alive connection each), default buffering (5 MiB / 300 s), printed with the
   ratio kinesim / moto;
 - end to end: the time from sending PutRecordBatch (one 1 KiB record) until ListObjectsV2 shows
   the object holding it, with BufferingHints IntervalInSeconds 0 and 1 (p50 / p99), one record
-  at a time, the object deleted before the next.
+  at a time, the object deleted before the next;
+- Kinesis source (kinesim targets; --no-kinesis-source skips it, --only-kinesis-source runs only
+  it): the same with PutRecord into a 4-shard stream read by a KinesisStreamAsSource delivery
+  stream at IntervalInSeconds 0: how soon the shard reader wakes on an append.
 
 Every target is started by this script on a free port, measured alone, and stopped, also on
 Ctrl-C or error (bench/peers.py). See bench/README.md, section "Firehose".
@@ -31,6 +35,7 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import boto3
@@ -130,15 +135,21 @@ def boto_client(endpoint: str, service: str):
                         aws_secret_access_key="test", config=Config(retries={"max_attempts": 2}, **extra))
 
 
-def create_delivery_stream(endpoint: str, tag: str, interval: int | None = None) -> tuple[str, str]:
-    """A DirectPut delivery stream into a new bucket of the same name, ACTIVE; (name, bucket)."""
+def create_delivery_stream(endpoint: str, tag: str, interval: int | None = None,
+                           source_stream_arn: str | None = None) -> tuple[str, str]:
+    """A delivery stream into a new bucket of the same name, ACTIVE; (name, bucket). DirectPut, or
+    reading the Kinesis stream `source_stream_arn`."""
     firehose, s3 = boto_client(endpoint, "firehose"), boto_client(endpoint, "s3")
     name = f"bench-{tag}-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=name)
     destination = {"RoleARN": ROLE_ARN, "BucketARN": f"arn:aws:s3:::{name}"}
     if interval is not None:
         destination["BufferingHints"] = {"IntervalInSeconds": interval, "SizeInMBs": 1}
-    firehose.create_delivery_stream(DeliveryStreamName=name, DeliveryStreamType="DirectPut",
+    source = {}
+    if source_stream_arn is not None:
+        source = {"DeliveryStreamType": "KinesisStreamAsSource", "KinesisStreamSourceConfiguration": {
+            "KinesisStreamARN": source_stream_arn, "RoleARN": ROLE_ARN}}
+    firehose.create_delivery_stream(DeliveryStreamName=name, **({"DeliveryStreamType": "DirectPut"} | source),
                                     ExtendedS3DestinationConfiguration=destination)
     deadline = time.monotonic() + 30
     while firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"][
@@ -215,28 +226,68 @@ def end_to_end(endpoint: str, interval: int, samples: int, budget_s: float) -> d
     s3 = boto_client(endpoint, "s3")
     producer, watcher = firehose_client(endpoint), BucketWatcher(endpoint)
     body = client.dumps({"DeliveryStreamName": name, "Records": [{"Data": wl.payload(RECORD_BYTES)}]})
-    latencies, missed = [], 0
-    stop_at = time.monotonic() + budget_s
     try:
-        while len(latencies) + missed < samples and time.monotonic() < stop_at:
-            t0 = time.monotonic()
-            producer.raw("PutRecordBatch", body)
-            deadline = t0 + interval + 30
-            while (key := watcher.first_key(bucket)) is None and time.monotonic() < deadline:
-                time.sleep(POLL_S)
-            if key is None:
-                missed += 1
-                continue
-            latencies.append(time.monotonic() - t0)
-            s3.delete_object(Bucket=bucket, Key=key)
+        latencies, missed = _put_to_object(lambda n: producer.raw("PutRecordBatch", body), watcher, s3, bucket,
+                                           interval, samples, budget_s)
     finally:
         producer.close()
         watcher.close()
         delete_delivery_stream(endpoint, name)
-    latencies.sort()
+    return _latency_figures(f"e2e{interval}", latencies, missed)
+
+
+def _put_to_object(put: Callable[[int], Any], watcher: "BucketWatcher", s3: Any, bucket: str, interval: int,
+                   samples: int, budget_s: float) -> tuple[list[float], int]:
+    """Put one record (`put(n)`, n the sample number), then time until ListObjectsV2 shows its
+    object; `samples` times, within `budget_s`. The latencies (sorted) and how many never came."""
+    latencies, missed = [], 0
+    stop_at = time.monotonic() + budget_s
+    while len(latencies) + missed < samples and time.monotonic() < stop_at:
+        t0 = time.monotonic()
+        put(len(latencies) + missed)
+        deadline = t0 + interval + 30
+        while (key := watcher.first_key(bucket)) is None and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        if key is None:
+            missed += 1
+            continue
+        latencies.append(time.monotonic() - t0)
+        s3.delete_object(Bucket=bucket, Key=key)
+    return sorted(latencies), missed
+
+
+def _latency_figures(prefix: str, latencies: list[float], missed: int) -> dict:
     ms = lambda q: None if not latencies else 1000 * wl.percentile(latencies, q)  # noqa: E731
-    return {f"e2e{interval}.samples": len(latencies), f"e2e{interval}.missed": missed,
-            f"e2e{interval}.p50_ms": ms(0.50), f"e2e{interval}.p99_ms": ms(0.99), f"e2e{interval}.max_ms": ms(1.0)}
+    return {f"{prefix}.samples": len(latencies), f"{prefix}.missed": missed, f"{prefix}.p50_ms": ms(0.50),
+            f"{prefix}.p99_ms": ms(0.99), f"{prefix}.max_ms": ms(1.0),
+            f"{prefix}.samples_text": f"{len(latencies)} ({missed})"}
+
+
+def kinesis_source_end_to_end(endpoint: str, interval: int, samples: int, budget_s: float,
+                              shards: int = 4) -> dict:
+    """As end_to_end, for a delivery stream reading a Kinesis stream of `shards` shards: the time
+    from sending PutRecord (one 1 KiB record, a new partition key each time, so every shard takes
+    some) until ListObjectsV2 shows the object holding it. kinesim only (moto's Firehose does not
+    read Kinesis streams)."""
+    kinesis, s3 = boto_client(endpoint, "kinesis"), boto_client(endpoint, "s3")
+    stream = f"bench-ks-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    name, bucket = create_delivery_stream(endpoint, f"ks{interval}", interval, source_stream_arn=arn)
+    producer, watcher = client.Client(endpoint), BucketWatcher(endpoint)
+
+    def put(n: int) -> None:  # a new partition key each time: every shard takes some
+        producer.raw("PutRecord", client.dumps({"StreamName": stream, "Data": wl.payload(RECORD_BYTES),
+                                                "PartitionKey": f"k{n}"}))
+    try:
+        latencies, missed = _put_to_object(put, watcher, s3, bucket, interval, samples, budget_s)
+    finally:
+        producer.close()
+        watcher.close()
+        delete_delivery_stream(endpoint, name)
+        kinesis.delete_stream(StreamName=stream)
+    return _latency_figures(f"ks{interval}", latencies, missed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,6 +304,9 @@ ROWS = [  # label, key, format, better ("hi": a ratio is printed, > 1 = kinesim 
         (f"put -> object p50 ms, IntervalInSeconds {i}", f"e2e{i}.p50_ms", "{:.1f}", None),
         (f"put -> object p99 ms, IntervalInSeconds {i}", f"e2e{i}.p99_ms", "{:.1f}", None),
         ("  samples (missed)", f"e2e{i}.samples_text", "{}", None))],
+    ("Kinesis source: PutRecord -> object p50 ms, IntervalInSeconds 0", "ks0.p50_ms", "{:.1f}", None),
+    ("Kinesis source: PutRecord -> object p99 ms, IntervalInSeconds 0", "ks0.p99_ms", "{:.1f}", None),
+    ("  samples (missed)", "ks0.samples_text", "{}", None),
 ]
 
 
@@ -268,12 +322,16 @@ def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
     ctx = wl.Ctx(server=server, seconds=args.seconds, clients=args.clients, procs=1, log=log)
     figs: dict = {"endpoint": server.endpoint}
     try:
+        if name != "moto" and args.kinesis_source:
+            log(f"{name}: Kinesis source, PutRecord -> object, IntervalInSeconds 0, {args.samples} samples")
+            figs.update(kinesis_source_end_to_end(server.endpoint, 0, args.samples, args.samples * 5.0))
+        if args.only_kinesis_source:
+            return figs
         log(f"{name}: PutRecordBatch, {args.clients} threads, {args.seconds:g} s")
         figs.update(throughput(ctx, args.warmup))
         for interval in INTERVALS:
             log(f"{name}: put -> object, IntervalInSeconds {interval}, {args.samples} samples")
             figs.update(end_to_end(server.endpoint, interval, args.samples, args.samples * (interval + 5.0)))
-            figs[f"e2e{interval}.samples_text"] = f"{figs[f'e2e{interval}.samples']} ({figs[f'e2e{interval}.missed']})"
         return figs
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -290,7 +348,8 @@ def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--targets", default="kinesim,moto", help="comma list out of " + ",".join(TARGETS))
+    p.add_argument("--targets", default=None,
+                   help="comma list out of " + ",".join(TARGETS) + " (default kinesim,moto; kinesim with --only-kinesis-source)")
     p.add_argument("--seconds", type=float, default=5.0, help="length of the timed PutRecordBatch run")
     p.add_argument("--samples", type=int, default=None,
                    help="put -> object samples per IntervalInSeconds (default 30, --quick 5)")
@@ -299,7 +358,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--http", choices=("raw", "stdlib"), default="raw", help="client HTTP implementation")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 s of PutRecordBatch, 5 samples")
     p.add_argument("--json", metavar="PATH", help="also save all figures as JSON")
+    p.add_argument("--no-kinesis-source", dest="kinesis_source", action="store_false",
+                   help="skip the Kinesis-source put -> object run (kinesim targets only)")
+    p.add_argument("--only-kinesis-source", action="store_true",
+                   help="only the Kinesis-source put -> object run (targets default to kinesim)")
     a = p.parse_args(argv)
+    a.targets = a.targets or ("kinesim" if a.only_kinesis_source else "kinesim,moto")
     a.targets = choices(p, a.targets, TARGETS, "target")
     if a.quick:
         a.seconds = 1.0

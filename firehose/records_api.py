@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinesim.protocol.errors import AwsError, invalid_argument
 
-from .service import DeliveryStream, FirehoseService, operation
+from .model import DeliveryStream
+
+if TYPE_CHECKING:
+    from .service import FirehoseService
 
 MAX_BATCH_BYTES = 4 << 20
 QUOTA_BYTES, QUOTA_REQUESTS, QUOTA_RECORDS = 5 << 20, 2000, 500_000
@@ -67,7 +70,6 @@ def _quota(svc: FirehoseService) -> DirectPutQuota | None:
     return svc.direct_put_quota if svc.settings.enforce_limits else None
 
 
-@operation("PutRecord")
 def put_record(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = writable(svc, p["DeliveryStreamName"])
     data = p["Record"]["Data"]
@@ -78,7 +80,6 @@ def put_record(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     return {"RecordId": record_id, "Encrypted": _encrypted(ds)}
 
 
-@operation("PutRecordBatch")
 def put_record_batch(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = writable(svc, p["DeliveryStreamName"])
     datas = [r["Data"] for r in p["Records"]]

@@ -1,7 +1,7 @@
-"""The Firehose service: operation registry, delivery stream lookup, lazy states, persistence.
+"""The Firehose service: delivery stream lookup, lazy states, persistence.
 
-Each operation is a plain function `(service, params) -> response dict` registered with
-`@operation` in the module of its concern (`streams_api`: the control plane, `records_api`:
+Each operation is a plain function `(service, params) -> response dict` in the module of its
+concern, named in the table of `operations.py` (`streams_api`: the control plane, `records_api`:
 PutRecord/PutRecordBatch). Delivery itself runs in background workers (`delivery`), one per
 delivery stream, started here and stopped by `close()`.
 """
@@ -9,54 +9,22 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kinesim.config import Settings
 from kinesim.protocol.errors import AwsError, not_found
-from kinesim.protocol.operations import JsonService, Operations
+from kinesim.protocol.operations import JsonService
 from kinesim.protocol.validation import ModelValidator
 from kinesim.store import Store
 
+from . import records_api
 from .delivery import Deliveries
-
-OPERATIONS = Operations()
-operation = OPERATIONS.register
+from .model import DeliveryStream
+from .operations import OPERATIONS
 
 # `invoke(function name or ARN, payload) -> Invocation` (attributes `payload`, `function_error`):
 # how a Lambda processor is called (kinesim.functions' LambdaService.invoke_function).
 Invoke = Callable[[str, bytes], Any]
-
-
-@dataclass
-class DeliveryStream:
-    """One delivery stream as it is stored. `destination` is kept in the form AWS describes it
-    (ExtendedS3DestinationDescription, defaults filled in); `source` is the Kinesis source
-    (KinesisStreamARN, RoleARN, DeliveryStartTimestamp) or None for DirectPut."""
-    name: str
-    arn: str
-    type: str
-    created: float
-    destination: dict[str, Any]
-    status: str = "CREATING"
-    ready_at: float = 0.0          # when CREATING becomes ACTIVE / DELETING disappears (applied lazily)
-    version: int = 1
-    updated: float | None = None
-    source: dict[str, Any] | None = None
-    encryption: dict[str, Any] = field(default_factory=lambda: {"Status": "DISABLED"})
-    tags: dict[str, str] = field(default_factory=dict)
-    # Guards the fields above against a concurrent UpdateDestination while a worker reads them.
-    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
-
-    def to_doc(self) -> dict[str, Any]:
-        return {"name": self.name, "arn": self.arn, "type": self.type, "created": self.created,
-                "destination": self.destination, "status": self.status, "ready_at": self.ready_at,
-                "version": self.version, "updated": self.updated, "source": self.source,
-                "encryption": self.encryption, "tags": self.tags}
-
-    @classmethod
-    def from_doc(cls, d: dict[str, Any]) -> "DeliveryStream":
-        return cls(**d)
 
 
 class FirehoseService(JsonService):
@@ -65,8 +33,6 @@ class FirehoseService(JsonService):
 
     def __init__(self, settings: Settings, store: Store, objects: Any, kinesis: Any,
                  invoke: Invoke | None = None):
-        # Importing the operation modules registers their operations.
-        from . import records_api, streams_api  # noqa: F401
         self.settings = settings
         self.store = store
         self.objects = objects        # kinesim.s3.objects.ObjectStore: the local buckets

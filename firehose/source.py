@@ -1,14 +1,15 @@
 """KinesisStreamAsSource: a delivery stream that reads a kinesim stream's shards.
 
-It reads like any other consumer, through the in-process KinesisService (`read_batch`), and
-follows resharding: a child shard is read only once its parents are finished (closed, read to
-their end, and delivered). Reading starts where the stream's shards ended when the delivery
-stream was created (AWS: "from the LATEST position"; that instant is DeliveryStartTimestamp).
+It reads like any other in-process consumer, through `kinesim.kinesis.reader` (cursors per shard,
+lineage order: a child shard is read only once its parents are finished, i.e. closed, read to
+their end, and delivered), and sleeps until a record is appended to one of the shards it reads
+(no polling). Reading starts where the stream's shards ended when the delivery stream was created
+(AWS: "from the LATEST position"; that instant is DeliveryStartTimestamp).
 
 The stream itself is the durable buffer: records read are held in memory until delivered, and
-the position of each shard is checkpointed in the store (document "firehose-checkpoint") only
-after the object containing its records was written. A `kill -9` before that re-reads them:
-at-least-once, as AWS.
+the position of each shard is checkpointed (the reader's Checkpoint, store document
+"firehose-checkpoint" named after the delivery stream) only after the object containing its
+records was written. A `kill -9` before that re-reads them: at-least-once, as AWS.
 
 A record the KPL aggregated becomes its user records (`kinesim.kinesis.aggregation`), each with
 its subsequence number; the stream record is checkpointed once the last of them is written.
@@ -20,42 +21,45 @@ from collections import Counter
 from typing import Any
 
 from kinesim.kinesis import aggregation
-from kinesim.kinesis.records import read_batch
+from kinesim.kinesis.reader import (Checkpoint, CheckpointStore, Record as StreamRecord, ShardMark,
+                                    StreamReader, starting_checkpoint)
 
 from .buffers import Record
 
 READ_LIMIT = 10000
+KIND = "firehose-checkpoint"
 
 
 class KinesisSource:
-    """The pending records of one KinesisStreamAsSource delivery stream, and its checkpoint.
+    """The pending records of one KinesisStreamAsSource delivery stream, and its checkpoint."""
 
-    Checkpoint body: {"shards": {str(shard uid): {"index": next record index to deliver,
-    "done": bool}}}. Shards are keyed by their store uid, unique even when a stream of the same
-    name was deleted and created again.
-    """
-
-    def __init__(self, svc: Any, ds: Any, stopped: threading.Event):
+    def __init__(self, svc: Any, ds: Any, stopped: threading.Event | None):
         self.kinesis, self.store, self.name = svc.kinesis, svc.store, ds.name
         self.stream_name = ds.source["KinesisStreamARN"].rsplit("/", 1)[-1]
         self.stopped = stopped
         self.pending: list[Record] = []
         self.pending_bytes = 0
         self.per_shard: Counter[int] = Counter()   # pending records per shard uid
-        self.read_pos: dict[int, int] = {}         # next index to read, per shard uid
-        doc = self.store.document("firehose-checkpoint", self.name)
-        if doc is None:
-            doc = {"shards": self._latest()}
-            self.store.put_document("firehose-checkpoint", self.name, doc)
-        self.checkpoint: dict[int, dict[str, Any]] = {int(k): v for k, v in doc["shards"].items()}
+        self.saved = CheckpointStore(self.store, KIND, self.name, legacy=self._legacy)
+        checkpoint = self.saved.load()
+        if checkpoint is None:
+            stream = self.kinesis.find(self.stream_name)
+            checkpoint = starting_checkpoint(self.kinesis, stream, "LATEST") if stream else Checkpoint()
+            self.saved.save(checkpoint)
+        self.checkpoint = checkpoint
+        self.reader = StreamReader(self.kinesis, self.stream_name, checkpoint)
+        self.shards: dict[int, Any] = {}           # the shards of pending records, by uid
 
-    def _latest(self) -> dict[str, dict[str, Any]]:
-        """Where reading starts: the end of every open shard; closed shards count as finished."""
+    def _legacy(self) -> Checkpoint | None:
+        """The checkpoint as kinesim wrote it before the shard reader (same document):
+        {"shards": {str(shard uid): {"index": next record index to deliver, "done": bool}}}."""
+        doc = self.store.document(KIND, self.name)
+        if not isinstance(doc, dict) or not isinstance(doc.get("shards"), dict):
+            return None
         stream = self.kinesis.find(self.stream_name)
-        if stream is None:
-            return {}
-        with stream.lock:  # puts hand out indexes under this lock: no record falls in between
-            return {str(s.uid): {"index": s.next_index, "done": not s.is_open} for s in stream.shards}
+        ids = {s.uid: s.shard_id for s in stream.shards} if stream is not None else {}
+        return Checkpoint({int(uid): ShardMark(ids.get(int(uid), ""), int(uid), [mark["index"]], ended=mark["done"])
+                           for uid, mark in doc["shards"].items()})
 
     # what the delivery loop reads
 
@@ -69,35 +73,22 @@ class KinesisSource:
 
     def fill(self, max_bytes: int) -> None:
         """Read what the readable shards hold, until `max_bytes` are pending."""
-        stream = self.kinesis.find(self.stream_name)
-        if stream is None:
-            return
-        shards = {s.shard_id: s for s in stream.shards}
         changed = False
-        for shard in list(stream.shards):
+        for cursor in self.reader.cursors():
             if self.pending_bytes >= max_bytes:
                 break
-            mark = self.checkpoint.get(shard.uid)
-            if mark is not None and mark["done"]:
-                continue
-            parents = [shards[p] for p in (shard.parent, shard.adjacent_parent) if p and p in shards]
-            if any(not self.checkpoint.get(p.uid, {}).get("done") for p in parents):
-                continue  # children after parents: the parents' records come first
-            pos = self.read_pos.get(shard.uid, mark["index"] if mark else 0)
-            at_tip = pos >= shard.next_index  # in memory: an idle shard costs no read
-            if not at_tip:
-                rows, pos, at_tip = read_batch(self.kinesis, stream, shard, pos, READ_LIMIT,
-                                               max(1, max_bytes - self.pending_bytes))
-                self._add(shard, rows)
-                self.read_pos[shard.uid] = pos
-            if not shard.is_open and at_tip and not self.per_shard[shard.uid]:
+            if not cursor.at_tip():
+                batch = cursor.read(READ_LIMIT, max(1, max_bytes - self.pending_bytes))
+                self._add(cursor.shard, batch.records)
+            if cursor.finished and not self.per_shard[cursor.uid]:
                 # Finished: every record of it delivered (or expired). Its children may start.
-                self.checkpoint[shard.uid] = {"index": pos, "done": True}
+                self.reader.ended(cursor)
                 changed = True
         if changed:
-            self._save()
+            self.saved.save(self.checkpoint)
 
-    def _add(self, shard: Any, rows: list[Any]) -> None:
+    def _add(self, shard: Any, rows: list[StreamRecord]) -> None:
+        self.shards[shard.uid] = shard
         for idx, seq, pk, data, arrival in rows:
             # Firehose de-aggregates what the KPL aggregated (AWS docs, "kpl-with-firehose"): one
             # record per user record, before a Lambda transform sees them.
@@ -138,17 +129,16 @@ class KinesisSource:
             uid, resume = r.position
             self.pending_bytes -= len(r.data)
             self.per_shard[uid] -= 1
-            mark = self.checkpoint.setdefault(uid, {"index": 0, "done": False})
-            mark["index"] = max(mark["index"], resume)
-        self._save()
+            self.reader.advance(self.shards[uid], resume)
+        self.saved.save(self.checkpoint)
 
     def wait(self, timeout: float) -> None:
-        # Appends to several shards cannot be waited on at once: poll the in-memory tips briefly.
-        self.stopped.wait(min(timeout, 0.05))
+        """Until a record is appended to a shard being read (or `wake`), up to `timeout`."""
+        if self.stopped is None or not self.stopped.is_set():
+            self.reader.wait(timeout)
 
     def wake(self) -> None:
-        pass
-
-    def _save(self) -> None:
-        self.store.put_document("firehose-checkpoint", self.name,
-                                {"shards": {str(k): v for k, v in self.checkpoint.items()}})
+        if self.stopped is not None and self.stopped.is_set():
+            self.reader.close()
+        else:
+            self.reader.wake()

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kinesim.protocol.errors import AwsError, in_use, invalid_argument, limit_exceeded
 
 from . import keys, partitioning
-from .service import DeliveryStream, FirehoseService, operation
+from .model import DeliveryStream
+
+if TYPE_CHECKING:
+    from .service import FirehoseService
 
 DESTINATION_ID = "destinationId-000000000001"
 MAX_DELIVERY_STREAMS = 5000     # AWS's default quota per account and region
@@ -180,7 +183,6 @@ def _tag_map(tags: list[dict[str, Any]]) -> dict[str, str]:
     return {t["Key"]: t.get("Value", "") for t in tags}
 
 
-@operation("CreateDeliveryStream")
 def create_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     name = p["DeliveryStreamName"]
     kind = p.get("DeliveryStreamType", "DirectPut")
@@ -233,7 +235,6 @@ def describe(ds: DeliveryStream) -> dict[str, Any]:
     return out
 
 
-@operation("DescribeDeliveryStream")
 def describe_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = svc.stream(p["DeliveryStreamName"])
     with ds.lock:
@@ -244,7 +245,6 @@ def describe_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[st
     return {"DeliveryStreamDescription": out}
 
 
-@operation("ListDeliveryStreams")
 def list_delivery_streams(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     limit = p.get("Limit", 10)
     kind, start = p.get("DeliveryStreamType"), p.get("ExclusiveStartDeliveryStreamName")
@@ -254,7 +254,6 @@ def list_delivery_streams(svc: FirehoseService, p: dict[str, Any]) -> dict[str, 
     return {"DeliveryStreamNames": names[:limit], "HasMoreDeliveryStreams": len(names) > limit}
 
 
-@operation("DeleteDeliveryStream")
 def delete_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = svc.stream(p["DeliveryStreamName"])
     with ds.lock:
@@ -277,7 +276,6 @@ def active(svc: FirehoseService, name: str) -> DeliveryStream:
     return ds
 
 
-@operation("UpdateDestination")
 def update_destination(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = active(svc, p["DeliveryStreamName"])
     dest_kind, update = _one_destination(p, "DestinationUpdate")
@@ -300,7 +298,6 @@ def update_destination(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any
 
 # tags
 
-@operation("TagDeliveryStream")
 def tag_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = svc.stream(p["DeliveryStreamName"])
     new = _tag_map(p["Tags"])
@@ -314,7 +311,6 @@ def tag_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, An
     return {}
 
 
-@operation("UntagDeliveryStream")
 def untag_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = svc.stream(p["DeliveryStreamName"])
     with ds.lock:
@@ -323,7 +319,6 @@ def untag_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, 
     return {}
 
 
-@operation("ListTagsForDeliveryStream")
 def list_tags_for_delivery_stream(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = svc.stream(p["DeliveryStreamName"])
     limit, start = p.get("Limit", 50), p.get("ExclusiveStartTagKey")
@@ -340,7 +335,6 @@ def _encryptable(svc: FirehoseService, name: str) -> DeliveryStream:
     return ds
 
 
-@operation("StartDeliveryStreamEncryption")
 def start_delivery_stream_encryption(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = _encryptable(svc, p["DeliveryStreamName"])
     encryption = _encryption_input(p.get("DeliveryStreamEncryptionConfigurationInput"))
@@ -350,7 +344,6 @@ def start_delivery_stream_encryption(svc: FirehoseService, p: dict[str, Any]) ->
     return {}
 
 
-@operation("StopDeliveryStreamEncryption")
 def stop_delivery_stream_encryption(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = _encryptable(svc, p["DeliveryStreamName"])
     with ds.lock:

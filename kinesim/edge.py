@@ -31,6 +31,7 @@ from .config import Settings, SettingsError
 from .destinations import Destinations
 from .functions.service import LambdaService
 from .guard import Refusal, RequestGuard
+from .kinesis import channel_delivery
 from .kinesis.retention import Sweeper
 from .kinesis.service import KinesisService
 from .logs.service import LogsService
@@ -98,6 +99,9 @@ class Edge:
         # Buckets live beside the database (the S3 API serves the same store).
         self.objects = ObjectStore(os.path.join(os.path.dirname(self.store.path), "s3"), settings.region)
         self.s3 = S3App(self.objects, settings)
+        # Kinesis channels write into the same buckets through the object store's public calls.
+        self.channel_delivery = channel_delivery.attach(self.kinesis, self.objects.bucket_exists,
+                                                        self.objects.put_object)
         self.functions = LambdaService(settings, self.store, self.kinesis, self.objects, self.destinations)
         self.lambda_rest = RestApp(self.functions, payload_type="application/json")
         self.firehose = FirehoseService(settings, self.store, self.objects, self.kinesis,
@@ -114,6 +118,7 @@ class Edge:
         self.sns_api = SnsApp(self.sns)
         self._register_senders()
         self.firehose.start()  # resumes delivery of what was buffered before a restart
+        self.channel_delivery.start()
         self.flask = admin_app(self)
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
         self.verifier = sigv4.Verifier(_secrets(settings)) if settings.verify_signatures else None
@@ -145,6 +150,7 @@ class Edge:
         self.sweeper.stop()
         self.sns.close()
         self.firehose.close()
+        self.channel_delivery.close()
         self.logs.close()
         self.sqs.close()
         self.functions.close()

@@ -290,6 +290,8 @@ class QueryOperation(Operation):
 def _form_value(value: Any) -> str:
     if isinstance(value, v.Raw):
         return str(value.value)
+    if value is v.HUGE_INT:  # str() refuses past 4,300 digits: its text, written out
+        return "1" + "0" * 5000
     return quote(text_of(value).encode("utf-8", "surrogatepass"), safe="")
 
 
@@ -384,6 +386,16 @@ def _stream_names(kinesis: Any, stream: str, consumer: str, **mode: Any) -> dict
     }
 
 
+def _channel_names(kinesis: Any, name: str, stream_arn: str, bucket: str) -> dict[str, list[Any]]:
+    """A Kinesis channel from the on-demand stream into the bucket, created unless it exists."""
+    _quietly(kinesis.create_channel, ChannelName=name, ServiceExecutionRoleARN=ROLE, StreamConfigurationList=[
+        {"StreamARN": stream_arn, "RecordConfiguration": {"RecordFormatType": "JSON"}}],
+        S3DestinationConfiguration={"StorageConfiguration": {
+            "BucketARN": f"arn:aws:s3:::{bucket}", "ExpectedBucketOwner": "000000000000", "CompressionType": "GZIP"}})
+    arn = f"arn:aws:kinesis:us-east-1:000000000000:channel/{name}"
+    return {"ChannelName": [name], "ChannelARN": [arn], "ServiceExecutionRoleARN": [ROLE]}
+
+
 def _queue_names(sqs: Any, name: str) -> dict[str, list[Any]]:
     """A standard and a FIFO queue, each with a message received (its receipt handle in the pool).
     WaitTimeSeconds 0: a fuzzed ReceiveMessage answers at once instead of long polling."""
@@ -396,6 +408,23 @@ def _queue_names(sqs: Any, name: str) -> dict[str, list[Any]]:
         handles += [m["ReceiptHandle"] for m in sqs.receive_message(QueueUrl=url, VisibilityTimeout=3600).get(
             "Messages", [])]
     return {"QueueUrl": urls, "QueueName": [name, name + ".fifo"], "ReceiptHandle": handles, "WaitTimeSeconds": [0]}
+
+
+def _kinesis_queue_names(kinesis: Any, name: str, stream_arn: str) -> dict[str, list[Any]]:
+    """A Kinesis queue on the on-demand stream whose records are always visible (timeout 0, no
+    dead letters): a fuzzed ReceiveQueueRecords without WaitTimeSeconds (default 9 s) answers at
+    once. Its receipt handles join the pool."""
+    arn = next((q["QueueARN"] for q in kinesis.list_queues(StreamFilter=[{"StreamARN": stream_arn}])[
+        "QueueSummaries"] if q["QueueName"] == name), None)
+    if arn is None:
+        arn = kinesis.create_queue(QueueName=name, StreamConfigurationList=[
+            {"StreamARN": stream_arn, "StartingPosition": {"Type": "TRIM_HORIZON"}}], QueueAttributes={
+            "VisibilityTimeoutSeconds": 0, "DeadLetterConfiguration": {"TargetType": "NONE"}})[
+            "QueueDescription"]["QueueARN"]
+    kinesis.put_records(StreamARN=stream_arn, Records=[{"Data": b"fuzz", "PartitionKey": str(i)} for i in range(20)])
+    handles = [r["ReceiptHandle"] for r in kinesis.receive_queue_records(QueueARN=arn, WaitTimeSeconds=1)[
+        "QueueRecords"]]
+    return {"QueueARN": [arn], "VisibilityTimeoutSeconds": [0], "KinesisReceiptHandle": handles}
 
 
 def _log_names(logs: Any, group: str, function: str) -> dict[str, list[Any]]:
@@ -413,7 +442,8 @@ def _log_names(logs: Any, group: str, function: str) -> dict[str, list[Any]]:
 
 def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]]]:
     """Two streams, provisioned and on-demand (some operations take only one kind), each with a
-    consumer and a record; a bucket with an object and an open multipart upload; a delivery stream
+    consumer and a record; a bucket with an object and an open multipart upload; a Kinesis channel
+    from the on-demand stream into it; a delivery stream
     into it; a function with a mapping from the first stream. Each is created unless it exists.
     The pools for `Fuzzer`: one set of names per stream, the rest shared."""
     kinesis, firehose, s3, lam = (client(url, s) for s in ("kinesis", "firehose", "s3", "lambda"))
@@ -424,6 +454,7 @@ def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]
     _quietly(s3.create_bucket, Bucket=bucket)
     s3.put_object(Bucket=bucket, Key=key, Body=b"fuzz")
     upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    streams[1].update(_channel_names(kinesis, f"{prefix}-channel", streams[1]["StreamARN"][0], bucket))
     _quietly(firehose.create_delivery_stream, DeliveryStreamName=delivery, DeliveryStreamType="DirectPut",
              ExtendedS3DestinationConfiguration={"RoleARN": ROLE, "BucketARN": f"arn:aws:s3:::{bucket}"})
     _quietly(lam.create_function, FunctionName=function, Runtime="python3.12", Role=ROLE, Handler="app.handler",
@@ -433,6 +464,8 @@ def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]
     mapping = mappings[0]["UUID"] if mappings else lam.create_event_source_mapping(
         FunctionName=function, EventSourceArn=streams[0]["StreamARN"][0], StartingPosition="LATEST")["UUID"]
     queues = _queue_names(client(url, "sqs"), f"{prefix}-queue")
+    kinesis_queue = _kinesis_queue_names(kinesis, f"{prefix}-kinesis-queue", streams[1]["StreamARN"][0])
+    queues["ReceiptHandle"] += kinesis_queue.pop("KinesisReceiptHandle")
     log_names = _log_names(client(url, "logs"), f"/{prefix}/group", function)
     sns = client(url, "sns")
     topic = sns.create_topic(Name=f"{prefix}-topic")["TopicArn"]
@@ -445,6 +478,6 @@ def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]
         "FunctionName": [function, function_arn], "Role": [ROLE], "Handler": ["app.handler"],
         "Runtime": ["python3.12"], "ZipFile": [function_zip()], "UUID": [mapping], "Resource": [function_arn],
         "Bucket": [bucket], "Key": [key], "UploadId": [upload], "CopySource": [f"{bucket}/{key}"],
-        "S3Bucket": [bucket], "S3Key": [key], **queues, **log_names,
+        "S3Bucket": [bucket], "S3Key": [key], **queues, **kinesis_queue, **log_names,
     }
     return [{**shared, **names} for names in streams]

@@ -346,7 +346,7 @@ def test_depends_on_orders_and_cycles_are_errors():
 def test_check_rejects_unsupported_types_naming_resource_and_type():
     template = {"Resources": {"Odd": {"Type": "AWS::Kinesis::Thing"}}}
     with pytest.raises(DeployError, match=r"^resource Odd: type AWS::Kinesis::Thing is not supported by kinesim "
-                                          r"deploy \(of Kinesis: AWS::Kinesis::Stream"):
+                                          r"deploy \(of Kinesis: AWS::Kinesis::Channel, AWS::Kinesis::Stream"):
         check(template, resolver_for(template))
 
 

@@ -525,7 +525,7 @@ def test_filtered_out_records_are_skipped_and_passed(svc, managers):
     wait_until(lambda: len(fn.delivered()) == 2, what="the matching records")
     assert fn.delivered() == [json.dumps({"kind": "click", "ms": 5}).encode(), b"not json either"]
     shard = svc.streams["s"].shards[0]
-    wait_until(lambda: Checkpoints(svc.store, m["UUID"]).load()["shardId-000000000000"].lanes == [shard.next_index],
+    wait_until(lambda: Checkpoints(svc.store, m["UUID"]).load()["shardId-000000000000"].positions == [shard.next_index],
                what="the checkpoint past the filtered records")
     assert int(last) > 0
 
@@ -619,9 +619,9 @@ def test_parallelization_factor_keeps_each_keys_order(svc, managers):
     assert all(ns == list(range(20)) for ns in per_key.values())
     assert live["max"] > 1
     progress = Checkpoints(svc.store, m["UUID"]).load()["shardId-000000000000"]
-    wait_until(lambda: Checkpoints(svc.store, m["UUID"]).load()["shardId-000000000000"].lanes
+    wait_until(lambda: Checkpoints(svc.store, m["UUID"]).load()["shardId-000000000000"].positions
                == [svc.streams["s"].shards[0].next_index] * 4, what="every lane's checkpoint")
-    assert len(progress.lanes) == 4
+    assert len(progress.positions) == 4
 
 
 def test_resharding_while_running_reads_parents_before_children(svc, managers):
@@ -717,7 +717,7 @@ def test_changing_the_parallelization_factor_skips_nothing(svc, managers):
     wait_until(lambda: len(fn.delivered()) == 12, what="the later records")
     time.sleep(0.05)
     assert sorted(fn.delivered()) == sorted([b"a%d" % i for i in range(6)] + [b"b%d" % i for i in range(6)])
-    assert len(Checkpoints(svc.store, m["UUID"]).load()["shardId-000000000000"].lanes) == 3
+    assert len(Checkpoints(svc.store, m["UUID"]).load()["shardId-000000000000"].positions) == 3
 
 
 def test_a_recreated_stream_is_read_from_its_starting_position(svc, managers):

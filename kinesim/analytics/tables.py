@@ -46,6 +46,9 @@ after registration are not in it until `register_tables` runs again. Views of de
 that delivered nothing yet are not created (Spark has no schema for them); `Catalog.empty` names
 them.
 
+Kinesis channels' outputs are tables too, named after the channel: `channel_tables.py` says
+which keys are a channel's and how its record format is read (JSON, or STRING as text).
+
 Real S3 from a real cluster: this module reads kinesim's files; Spark reads real buckets itself
 with the ``s3a://`` file system (see the package docstring).
 """
@@ -67,6 +70,9 @@ from typing import Any, Iterable
 
 from firehose import compression, keys
 from firehose.delivery import S3_FAILED
+from kinesim.kinesis import channel_objects
+
+from .channel_tables import channel_source, describe_channels
 
 log = logging.getLogger("kinesim.analytics")
 
@@ -288,6 +294,8 @@ def _sniff(path: str) -> str:
         return "gzip"
     if head.startswith(b"PK\x03\x04"):
         return "zip"
+    if head.startswith(b"\x28\xb5\x2f\xfd"):
+        return "zstd"  # a Kinesis channel's ZSTD objects
     if head.startswith(compression.XERIAL_MAGIC):
         return "snappy"
     if path.endswith((".snappy", ".hsnappy")):
@@ -401,7 +409,7 @@ def _json_lines(data: bytes) -> bytes:
 def _needs_copy(obj: DeliveredObject) -> bool:
     """Whether Spark cannot read the object's JSON as it is."""
     name = os.path.basename(obj.path)
-    if obj.kind in ("zip", "snappy"):
+    if obj.kind in ("zip", "snappy", "zstd"):
         return True
     if obj.kind == "gzip" and not name.endswith(".gz"):
         return True  # a custom FileExtension: Spark picks codecs by extension
@@ -418,17 +426,20 @@ def _needs_copy(obj: DeliveredObject) -> bool:
 _FORMAT_OF_KIND = {"gzip": "GZIP", "zip": "ZIP", "snappy": "Snappy", "hadoop-snappy": "HADOOP_SNAPPY", "plain": None}
 
 
-def _json_copy(obj: DeliveredObject, cache_dir: str) -> str:
-    """The object's records as plain JSON lines in the cache (made once per object version)."""
+def _json_copy(obj: DeliveredObject, cache_dir: str, family: str = "json") -> str:
+    """The object's records as plain JSON lines (lines of text for the text family) in the
+    cache (made once per object version)."""
     st = os.stat(obj.path)
     digest = hashlib.sha1(f"{obj.path}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:20]
     copy = os.path.join(cache_dir, f"{digest}.json")
     if not os.path.exists(copy):
         with open(obj.path, "rb") as f:
-            data = compression.decompress(f.read(), _FORMAT_OF_KIND[obj.kind])
+            raw = f.read()
+        data = channel_objects.decompress(raw, "ZSTD") if obj.kind == "zstd" else \
+            compression.decompress(raw, _FORMAT_OF_KIND[obj.kind])
         tmp = f"{copy}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
-            f.write(_json_lines(data))
+            f.write(data if family == "text" else _json_lines(data))
         os.replace(tmp, copy)
     return copy
 
@@ -454,9 +465,9 @@ def build_view_tree(table: str, objects: Iterable[DeliveredObject], tree_root: s
     copied = 0
     taken: set[str] = set()
     for obj in objects:
-        target, copy = obj.path, family == "json" and _needs_copy(obj)
+        target, copy = obj.path, family in ("json", "text") and _needs_copy(obj)
         if copy:
-            target = _json_copy(obj, cache_dir)
+            target = _json_copy(obj, cache_dir, family)
             copied += 1
         directory = os.path.join(root, *obj.partitions)
         name = _tree_name(obj, copy)
@@ -484,6 +495,8 @@ def _read(spark: Any, path: str, family: str):
     if family in ("parquet", "orc"):
         # Each delivered batch may carry its own inferred schema: merge them.
         return reader.option("mergeSchema", "true").format(family).load(path)
+    if family == "text":  # a STRING channel: one row per record, column `value`
+        return reader.text(path)
     return reader.json(path)
 
 
@@ -494,7 +507,7 @@ def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, 
         catalog.empty.append(source.name)
         return None
     family = source.format or _family(objects[-1].kind)
-    chosen = [o for o in objects if _family(o.kind) == family]
+    chosen = [o for o in objects if _family(o.kind) == ("json" if family == "text" else family)]
     skipped = len(objects) - len(chosen)
     if skipped:
         catalog.notes.append(f"{source.name}: {skipped} of {len(objects)} objects are not {family} "
@@ -541,6 +554,13 @@ def plan_tables(endpoint_url: str | None = None, *, tables: dict[str, str] | Non
     if streams:
         for description in describe_delivery_streams(endpoint_url, info.get("region") or "us-east-1"):
             source = stream_source(description, catalog.s3_root)
+            if isinstance(source, str):
+                catalog.notes.append(source)
+            else:
+                sources.append(source)
+        # Kinesis channels' outputs too, each a table named after its channel.
+        for description in describe_channels(endpoint_url, info.get("region") or "us-east-1"):
+            source = channel_source(description, catalog.s3_root, Source, table_name)
             if isinstance(source, str):
                 catalog.notes.append(source)
             else:

@@ -2,6 +2,7 @@
 import per service module, so what a template may use is read in one place."""
 from __future__ import annotations
 
+from .channel_resources import KinesisChannel
 from .firehose_resources import FirehoseDeliveryStream
 from .iam_resources import IamManagedPolicy, IamPolicy, IamRole
 from .kinesis_resources import KinesisStream, KinesisStreamConsumer
@@ -16,7 +17,7 @@ from .sns_resources import SnsSubscription, SnsTopic, SnsTopicPolicy
 from .sqs_resources import SqsQueue, SqsQueuePolicy
 
 HANDLERS: dict[str, type[ResourceHandler]] = {h.type_name: h for h in (
-    KinesisStream, KinesisStreamConsumer,
+    KinesisStream, KinesisStreamConsumer, KinesisChannel,
     LambdaFunction, EventSourceMapping,
     LambdaVersion, LambdaAlias, LambdaLayerVersion,
     CodeDeployApplication, CodeDeployDeploymentGroup,

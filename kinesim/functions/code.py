@@ -29,7 +29,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 
-from ..protocol.errors import AwsError
+from .errors import invalid_parameter
 
 MAX_UNZIPPED_BYTES = 262_144_000
 HOT_RELOAD_BUCKET = "hot-reload"
@@ -38,10 +38,6 @@ HOT_RELOAD_SHA = "hot-reloading-hash-not-available"
 
 _NOT_A_ZIP = "Could not unzip uploaded file. Please check your file, then try to upload again."
 _COPY_CHUNK = 1 << 20
-
-
-def invalid_parameter(message: str) -> AwsError:
-    return AwsError("InvalidParameterValueException", message)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ As on AWS:
   subscribes again from where the last one stopped (`renewals` counts them);
 - the end of a closed shard arrives as the event with `ChildShards`;
 - the consumer being deregistered (or the stream deleted) ends the subscription with
-  ResourceNotFoundException: the lanes stop, and the mapping reports it (pollers.py).
+  ResourceNotFoundException: the lanes stop, and the mapping reports it (mapping_poller.py).
 
 A subscription reads ahead of the lanes at most MAX_BUFFERED_RECORDS / MAX_BUFFERED_BYTES past the
 slowest lane's checkpoint (HTTP/2 flow control's part on AWS); what every lane checkpointed past
@@ -29,10 +29,9 @@ from typing import Any, Callable
 
 from ..kinesis import consumers, sequence
 from ..kinesis.model import Shard
+from ..kinesis.reader import Batch, Record
 from ..kinesis.service import KinesisService
 from ..protocol.errors import AwsError
-from ..store import StoredRecord
-from .shard_sources import Read
 
 log = logging.getLogger("kinesim.pollers")
 
@@ -47,15 +46,15 @@ def is_consumer_arn(arn: str) -> bool:
     return "/consumer/" in arn
 
 
-def row_of(record: dict[str, Any]) -> StoredRecord:
-    """A SubscribeToShardEvent record as the store's row: kinesim's sequence numbers carry the
+def row_of(record: dict[str, Any]) -> Record:
+    """A SubscribeToShardEvent record as the reader's Record: kinesim's sequence numbers carry the
     shard's record index (kinesis/sequence.py), which is what lanes checkpoint."""
     seq = record["SequenceNumber"]
     parsed = sequence.parse(seq)
     if parsed is None:
         raise ValueError(f"unreadable sequence number {seq}")
-    return (parsed.record_index, seq, record.get("PartitionKey", ""), record["Data"],
-            record["ApproximateArrivalTimestamp"])
+    return Record(parsed.record_index, seq, record.get("PartitionKey", ""), record["Data"],
+                  record["ApproximateArrivalTimestamp"])
 
 
 class ConsumerSource:
@@ -68,7 +67,7 @@ class ConsumerSource:
         self.stopped = stopped       # the poller's
         self.report = report         # a problem for LastProcessingResult
         self.cond = threading.Condition()
-        self.rows: list[StoredRecord] = []
+        self.rows: list[Record] = []
         self.keys: list[int] = []    # the rows' indexes, for bisect
         self.bytes = 0
         self.position = start_index  # the index after the last pushed record
@@ -84,7 +83,7 @@ class ConsumerSource:
     def start(self) -> None:
         self.thread.start()
 
-    def read(self, index: int, want: int, max_bytes: int) -> Read:
+    def read(self, index: int, want: int, max_bytes: int) -> Batch:
         with self.cond:
             first = bisect.bisect_left(self.keys, index)
             rows, size = [], 0
@@ -95,7 +94,7 @@ class ConsumerSource:
                 rows.append(row)
             next_index = rows[-1][0] + 1 if rows else max(index, self.position)
             at_tip = next_index >= self.position
-            return rows, next_index, at_tip, self.ended and at_tip
+            return Batch(rows, next_index, at_tip, self.ended and at_tip)
 
     def wait(self, index: int, timeout: float) -> None:
         with self.cond:

@@ -25,7 +25,8 @@ from typing import Any
 import orjson
 
 from ..destinations import Destinations, arn_service
-from ..kinesis.service import OPERATIONS, KinesisService
+from ..kinesis.records import put_record
+from ..kinesis.service import KinesisService
 from ..protocol.errors import AwsError
 from ..s3.objects import ObjectStore
 from . import events
@@ -114,5 +115,5 @@ class FailureSender:
                 raise AwsError("ResourceNotFoundException", f"kinesim cannot deliver messages to {destination}", 404)
             self.destinations.send(destination, orjson.dumps(record), None)
         else:
-            OPERATIONS["PutRecord"](self.kinesis, {"StreamARN": destination, "Data": orjson.dumps(record),
-                                                   "PartitionKey": shard_id})
+            put_record(self.kinesis, {"StreamARN": destination, "Data": orjson.dumps(record),
+                                      "PartitionKey": shard_id})

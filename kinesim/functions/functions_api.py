@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -19,9 +19,10 @@ from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
 from . import runtimes
 from .code import HOT_RELOAD_BUCKET, StoredCode
-from .service import (
-    LambdaService, conflict, invalid_parameter, lambda_date, operation, resource_not_found,
-)
+from .errors import conflict, invalid_parameter, lambda_date, resource_not_found
+
+if TYPE_CHECKING:
+    from .service import LambdaService
 
 DEFAULT_TIMEOUT_S = 3
 DEFAULT_MEMORY_MB = 128
@@ -174,7 +175,6 @@ def _new_revision(cfg: dict[str, Any]) -> None:
 
 # operations
 
-@operation("CreateFunction")
 def create_function(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, _ = svc.parse_function_ref(p["FunctionName"])
     source = p["Code"]
@@ -223,7 +223,6 @@ def create_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
     return configuration(svc, cfg)
 
 
-@operation("GetFunction")
 def get_function(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
     fn = svc.function(name, qualifier)
@@ -235,13 +234,11 @@ def get_function(svc: LambdaService, p: dict[str, Any], context: RequestContext)
     return out
 
 
-@operation("GetFunctionConfiguration")
 def get_function_configuration(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
     return configuration(svc, svc.function(name, qualifier), qualifier)
 
 
-@operation("ListFunctions")
 def list_functions(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     configurations = dict(svc.functions)
     if p.get("FunctionVersion") == "ALL":  # every version, each function's $LATEST first
@@ -271,7 +268,6 @@ def paginate(keys: list[str], marker: str | None, max_items: int) -> tuple[list[
     return page, base64.urlsafe_b64encode(rest[0].encode()).decode() if rest else None
 
 
-@operation("UpdateFunctionCode")
 def update_function_code(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     fn = _latest(svc, p["FunctionName"])
     name = fn["FunctionName"]
@@ -305,7 +301,6 @@ def _latest(svc: LambdaService, ref: str) -> dict[str, Any]:
     return svc.function(name)
 
 
-@operation("UpdateFunctionConfiguration")
 def update_function_configuration(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     fn = _latest(svc, p["FunctionName"])
     check_revision(fn, p.get("RevisionId"))
@@ -329,7 +324,6 @@ def update_function_configuration(svc: LambdaService, p: dict[str, Any], context
     return configuration(svc, cfg)
 
 
-@operation("DeleteFunction")
 def delete_function(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
     if qualifier == "$LATEST":
@@ -352,7 +346,6 @@ def delete_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
     return {"StatusCode": 204}
 
 
-@operation("Invoke")
 def invoke(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
     svc.function(name, qualifier)  # a missing function or qualifier is answered before the payload is read
@@ -418,7 +411,6 @@ def _save_tagged(svc: LambdaService, kind: str, doc: dict[str, Any]) -> None:
         svc.save_function(doc)
 
 
-@operation("TagResource")
 def tag_resource(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     with svc.lock:
         kind, doc = _tagged(svc, p["Resource"])
@@ -426,7 +418,6 @@ def tag_resource(svc: LambdaService, p: dict[str, Any], context: RequestContext)
     return {}
 
 
-@operation("UntagResource")
 def untag_resource(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     with svc.lock:
         kind, doc = _tagged(svc, p["Resource"])
@@ -435,13 +426,11 @@ def untag_resource(svc: LambdaService, p: dict[str, Any], context: RequestContex
     return {}
 
 
-@operation("ListTags")
 def list_tags(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     _, doc = _tagged(svc, p["Resource"])
     return {"Tags": doc.get("Tags") or {}}
 
 
-@operation("GetAccountSettings")
 def get_account_settings(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     functions = list(svc.functions.values())
     return {"AccountLimit": ACCOUNT_LIMIT,

@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
 from .functions_api import s3_package
-from .service import LambdaService, invalid_parameter, lambda_date, operation, resource_not_found
+from .errors import invalid_parameter, lambda_date, resource_not_found
+
+if TYPE_CHECKING:
+    from .service import LambdaService
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -185,7 +188,6 @@ def _listed(doc: dict[str, Any]) -> dict[str, Any]:
 
 # operations
 
-@operation("PublishLayerVersion")
 def publish_layer_version(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name = _layer_name(p["LayerName"])
     content = p["Content"]
@@ -204,12 +206,10 @@ def publish_layer_version(svc: LambdaService, p: dict[str, Any], context: Reques
     return svc.layers.add(name, fields, package)
 
 
-@operation("GetLayerVersion")
 def get_layer_version(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     return svc.layers.version(_layer_name(p["LayerName"]), p["VersionNumber"])
 
 
-@operation("GetLayerVersionByArn")
 def get_layer_version_by_arn(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     parts = _split_arn(p["Arn"])
     if parts is None or parts[3] is None or (parts[0], parts[1]) != (svc.settings.region, svc.settings.account_id):
@@ -217,7 +217,6 @@ def get_layer_version_by_arn(svc: LambdaService, p: dict[str, Any], context: Req
     return svc.layers.version(parts[2], int(parts[3]))
 
 
-@operation("ListLayerVersions")
 def list_layer_versions(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name = _layer_name(p["LayerName"])
     versions = svc.layers.newest_first(name)
@@ -226,7 +225,6 @@ def list_layer_versions(svc: LambdaService, p: dict[str, Any], context: RequestC
     return _page(matching, "LayerVersions", p)
 
 
-@operation("ListLayers")
 def list_layers(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     layers = []
     with svc.layers.lock:
@@ -253,7 +251,6 @@ def _page(items: list[dict[str, Any]], key: str, p: dict[str, Any]) -> dict[str,
     return out
 
 
-@operation("DeleteLayerVersion")
 def delete_layer_version(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     if p["VersionNumber"] < 1:
         raise invalid_parameter("Layer Version Cannot be less than 1")

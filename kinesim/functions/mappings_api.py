@@ -11,12 +11,15 @@ from __future__ import annotations
 import base64
 import time
 import uuid as uuidlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..kinesis import consumers
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
-from .service import LambdaService, conflict, invalid_parameter, operation
+from .errors import conflict, invalid_parameter
+
+if TYPE_CHECKING:
+    from .service import LambdaService
 
 MAX_LIST_ITEMS = 100  # ListEventSourceMappings' default page
 MIN_RECORD_AGE_S = 60  # MaximumRecordAgeInSeconds: -1, or at least a minute
@@ -85,7 +88,6 @@ def _response(doc: dict[str, Any], state: str) -> dict[str, Any]:
     return {**doc, "State": state}
 
 
-@operation("CreateEventSourceMapping")
 def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     # AWS's order (LocalStack's AWS recordings, test_event_source_mapping_exceptions): the source ARN's
     # presence, the DestinationConfig, the function, and only then the source itself.
@@ -137,12 +139,10 @@ def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
     return _response(doc, "Creating")
 
 
-@operation("GetEventSourceMapping")
 def get_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     return svc.live_mapping(svc.mapping(p["UUID"]))
 
 
-@operation("ListEventSourceMappings")
 def list_event_source_mappings(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     mappings = sorted(svc.mappings.values(), key=lambda m: (m.get("CreatedAt", 0), m["UUID"]))
     if p.get("EventSourceArn"):
@@ -167,7 +167,6 @@ def list_event_source_mappings(svc: LambdaService, p: dict[str, Any], context: R
     return out
 
 
-@operation("UpdateEventSourceMapping")
 def update_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     _check_settings(svc, p)
     with svc.lock:
@@ -192,7 +191,6 @@ def update_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
     return _response(svc.live_mapping(doc), shown)
 
 
-@operation("DeleteEventSourceMapping")
 def delete_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     with svc.lock:
         doc = svc.mapping(p["UUID"])

@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
-from .service import LambdaService, conflict, invalid_parameter, operation, resource_not_found
+from .errors import conflict, invalid_parameter, resource_not_found
+
+if TYPE_CHECKING:
+    from .service import LambdaService
 
 UNQUALIFIED = ""
 # Service principals end in amazonaws.com (.cn in China), Alexa's in amazon.com; "*", an account
@@ -112,7 +115,6 @@ def _revision(fn: dict[str, Any], key: str) -> str:
     return fn["RevisionId"] if key == UNQUALIFIED or policy is None else policy["RevisionId"]
 
 
-@operation("AddPermission")
 def add_permission(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     with svc.lock:
         name, key = _target(svc, p)
@@ -127,7 +129,6 @@ def add_permission(svc: LambdaService, p: dict[str, Any], context: RequestContex
     return {"Statement": json.dumps(added)}
 
 
-@operation("RemovePermission")
 def remove_permission(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     with svc.lock:
         name, qualifier = svc.parse_function_ref(p["FunctionName"], p.get("Qualifier"))
@@ -146,7 +147,6 @@ def remove_permission(svc: LambdaService, p: dict[str, Any], context: RequestCon
     return {}
 
 
-@operation("GetPolicy")
 def get_policy(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     try:
         name, key = _target(svc, p, reading=True)

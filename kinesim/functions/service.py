@@ -1,10 +1,10 @@
-"""The Lambda service: operation registry, function and mapping lookup, persistence.
+"""The Lambda service: function and mapping lookup, persistence.
 
-Each operation is a plain function `(service, params, context) -> response dict` registered with
-`@operation`, living in the module of its concern (`functions_api`: functions and invocations,
-`mappings_api`: event source mappings, `versions_api`: versions and aliases, `layers_api`:
-layers). Params arrive validated against botocore's `lambda`
-model; responses are dicts shaped like the model's output (the REST layer drops any key the
+Each operation is a plain function `(service, params, context) -> response dict` living in the
+module of its concern, named in the table of `operations.py` (`functions_api`: functions and
+invocations, `mappings_api`: event source mappings, `versions_api`: versions and aliases,
+`layers_api`: layers, `permissions_api`: resource policies). Params arrive validated against
+botocore's `lambda` model; responses are dicts shaped like the model's output (the REST layer drops any key the
 model does not know, so stored documents can carry internal keys such as `CodeDir`).
 
 Functions are documents of kind "function" (the FunctionConfiguration plus internal keys; their
@@ -21,8 +21,7 @@ import re
 import shutil
 import tempfile
 import threading
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..protocol.errors import AwsError
@@ -30,7 +29,10 @@ from ..protocol.rest import RequestContext, RestJsonProtocol
 from ..protocol.validation import ModelValidator
 from ..store import Store
 from .async_invoke import AsyncInvoker
+from . import layers_api, versions_api
 from .code import CodeStore
+from .errors import invalid_parameter, malformed_body, resource_not_found
+from .operations import OPERATIONS
 from .runtime import Invocation
 
 if TYPE_CHECKING:
@@ -39,9 +41,6 @@ if TYPE_CHECKING:
     from ..s3.objects import ObjectStore
 
 log = logging.getLogger("kinesim.functions")
-
-Handler = Callable[["LambdaService", dict[str, Any], RequestContext], dict[str, Any]]
-OPERATIONS: dict[str, Handler] = {}
 
 # Request size limits, as AWS words them. A 50 MB package is 69905067 bytes of base64.
 MAX_CREATE_REQUEST_BYTES = 69_905_067
@@ -64,42 +63,9 @@ class VersionedInvocation(Invocation):
     executed_version: str = "$LATEST"
 
 
-def operation(name: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        OPERATIONS[name] = fn
-        return fn
-    return register
-
-
-# AWS's Lambda errors
-
-def invalid_parameter(message: str) -> AwsError:
-    return AwsError("InvalidParameterValueException", message)
-
-
-def conflict(message: str) -> AwsError:
-    return AwsError("ResourceConflictException", message, 409)
-
-
-def resource_not_found(message: str) -> AwsError:
-    return AwsError("ResourceNotFoundException", message, 404)
-
-
-def _malformed_body(detail: str) -> AwsError:
-    return AwsError("InvalidRequestContentException", f"Could not parse request body into json: {detail}")
-
-
-def lambda_date(ts: float | None = None) -> str:
-    """Lambda's LastModified text: `2024-05-01T12:00:00.123+0000`."""
-    moment = datetime.now(timezone.utc) if ts is None else datetime.fromtimestamp(ts, timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}+0000"
-
-
 class LambdaService:
     def __init__(self, settings: Settings, store: Store, kinesis: "KinesisService",
                  objects: "ObjectStore | None" = None, destinations: "Destinations | None" = None):
-        # Importing the operation modules registers their operations.
-        from . import functions_api, layers_api, mappings_api, permissions_api, versions_api  # noqa: F401
         from .logs import FunctionLogs
         from .pollers import MappingManager
         from .runtime import FunctionRuntime
@@ -110,7 +76,7 @@ class LambdaService:
         # Buckets that deployment packages (Code.S3Bucket/S3Key) come from and that S3 on-failure
         # destinations of event source mappings write to.
         self.objects = objects
-        self.protocol = RestJsonProtocol("lambda", malformed_body=_malformed_body)
+        self.protocol = RestJsonProtocol("lambda", malformed_body=malformed_body)
         self.validator = ModelValidator("lambda")
         self.lock = threading.RLock()  # function and mapping creation, update, deletion
         # --in-memory: code and logs in a throwaway directory, like the database.

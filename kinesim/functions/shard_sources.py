@@ -1,28 +1,24 @@
-"""Where a mapping's lanes get one shard's records from. The lanes (pollers.Lane) batch, invoke,
+"""Where a mapping's lanes get one shard's records from. The lanes (lane.Lane) batch, invoke,
 retry and checkpoint the same way whatever the source; a source only answers "the records from
-index N on" and "wait until there are some":
+index N on" (a kinesis.reader.Batch) and "wait until there are some":
 
-- PolledSource: a stream's shared-throughput reader (GetRecords' way: the store's ordered log,
-  waking on the shard's append condition).
+- PolledSource: a stream's shared-throughput reader (GetRecords' way): a kinesis.reader
+  ShardCursor, waking on the shard's append condition.
 - consumer_source.ConsumerSource: an enhanced fan-out consumer's subscription pushing records.
 """
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
-from ..kinesis.model import Shard, Stream
-from ..kinesis.records import read_batch
-from ..kinesis.service import KinesisService
-from ..store import StoredRecord
-
-Read = tuple[list[StoredRecord], int, bool, bool]
+from ..kinesis.reader import Batch, ShardCursor
 
 
 class ShardSource(Protocol):
     def start(self) -> None: ...
 
-    def read(self, index: int, want: int, max_bytes: int) -> Read:
-        """(records from `index` on, the index after them, at the tip, shard read to its end)."""
+    def read(self, index: int, want: int, max_bytes: int) -> Batch:
+        """Records from `index` on (their next position, at the tip, shard read to its end)."""
 
     def wait(self, index: int, timeout: float) -> None:
         """Until a record at `index` may exist (or the source ends), up to `timeout`."""
@@ -40,36 +36,28 @@ class ShardSource(Protocol):
 
 
 class PolledSource:
-    """A shard read straight from the store, as GetRecords reads it."""
+    """A shard read as GetRecords reads it, shared by the shard's lanes (each at its own index)."""
 
-    def __init__(self, svc: KinesisService, stream: Stream, shard: Shard, stopped) -> None:
-        self.svc, self.stream, self.shard, self.stopped = svc, stream, shard, stopped
+    def __init__(self, cursor: ShardCursor, stopped: threading.Event) -> None:
+        self.cursor, self.stopped = cursor, stopped
 
     def start(self) -> None:
         pass
 
-    def read(self, index: int, want: int, max_bytes: int) -> Read:
-        closed = not self.shard.is_open  # read before the records: a closed shard's tip is final
-        rows, next_index, at_tip = read_batch(self.svc, self.stream, self.shard, index, want, max_bytes)
-        return rows, next_index, at_tip, closed and at_tip
+    def read(self, index: int, want: int, max_bytes: int) -> Batch:
+        return self.cursor.read_from(index, want, max_bytes)
 
     def wait(self, index: int, timeout: float) -> None:
-        shard = self.shard
-        with shard.appended:
-            if shard.next_index <= index and shard.is_open and not self.stopped.is_set() and self.gone() is None:
-                shard.appended.wait(timeout)
+        self.cursor.wait(timeout, index, until=self.stopped.is_set)
 
     def wake(self) -> None:
-        with self.shard.appended:
-            self.shard.appended.notify_all()
+        self.cursor.wake()
 
     def advanced(self) -> None:
         pass
 
     def gone(self) -> str | None:
-        if self.svc.streams.get(self.stream.name) is not self.stream or self.stream.status == "DELETING":
-            return "stream"
-        return None
+        return self.cursor.gone()
 
     def close(self) -> None:
         pass

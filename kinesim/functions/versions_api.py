@@ -25,7 +25,10 @@ import orjson
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
 from .functions_api import GET_ONLY_FIELDS, check_revision, configuration, paginate
-from .service import LambdaService, conflict, invalid_parameter, operation, resource_not_found
+from .errors import conflict, invalid_parameter, resource_not_found
+
+if TYPE_CHECKING:
+    from .service import LambdaService
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -213,13 +216,11 @@ def _bump_latest_revision(svc: LambdaService, name: str) -> None:
             svc.save_function({**latest, "RevisionId": str(uuid.uuid4())})
 
 
-@operation("PublishVersion")
 def publish_version(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     fn = _latest(svc, p["FunctionName"])
     return _publish(svc, fn["FunctionName"], p.get("Description"), p.get("CodeSha256"), p.get("RevisionId"))
 
 
-@operation("ListVersionsByFunction")
 def list_versions_by_function(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     latest = _latest(svc, p["FunctionName"])
     name = latest["FunctionName"]
@@ -278,7 +279,6 @@ def _alias_name(svc: LambdaService, p: dict[str, Any]) -> tuple[str, str]:
     return name, p["Name"]
 
 
-@operation("CreateAlias")
 def create_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, alias = _alias_name(svc, p)
     version = p["FunctionVersion"]
@@ -299,7 +299,6 @@ def create_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext)
     return doc
 
 
-@operation("GetAlias")
 def get_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, alias = _alias_name(svc, p)
     svc.function(name)
@@ -309,7 +308,6 @@ def get_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext) ->
     return doc
 
 
-@operation("UpdateAlias")
 def update_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, alias = _alias_name(svc, p)
     svc.function(name)
@@ -334,7 +332,6 @@ def update_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext)
     return doc
 
 
-@operation("DeleteAlias")
 def delete_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name, alias = _alias_name(svc, p)
     svc.function(name)
@@ -343,7 +340,6 @@ def delete_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext)
     return {}
 
 
-@operation("ListAliases")
 def list_aliases(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     name = _latest(svc, p["FunctionName"])["FunctionName"]
     aliases = {a["Name"]: a for a in svc.versions.aliases_of(name)

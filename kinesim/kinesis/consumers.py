@@ -21,14 +21,17 @@ import threading
 import time
 import weakref
 from datetime import datetime
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..protocol import eventstream
 from ..protocol.errors import in_use, invalid_argument, limit_exceeded, not_found
-from . import dryrun, iterators, sequence
+from . import dryrun, iterators
 from .model import Consumer, Shard, Stream
-from .records import child_shards, read_batch, record_out
-from .service import KinesisService, operation
+from .reader import Batch, ShardCursor, wake_readers
+from .records import record_out
+
+if TYPE_CHECKING:
+    from .service import KinesisService
 
 MAX_CONSUMERS = 20            # registered consumers per stream
 MAX_CREATING = 5              # consumers in CREATING at once (per stream here; per account on AWS)
@@ -134,7 +137,6 @@ def not_active(svc: KinesisService, stream: Stream, consumer: Consumer) -> Excep
 
 # control plane
 
-@operation("RegisterStreamConsumer")
 def register_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.stream(p)
     if stream.status not in ("ACTIVE", "UPDATING"):
@@ -142,13 +144,13 @@ def register_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str
     name = p["ConsumerName"]
     tags = dict(p.get("Tags") or {})
     if tags:
-        from .tags import check_new_tags
+        from .tag_rules import check_new_tags
         check_new_tags({}, tags, f"consumer {name} of stream {stream.name} under account {svc.account}", "consumer")
     settle(svc, stream)
     with stream.lock:
         if name in stream.consumers:
             raise in_use(f"Consumer {name} under stream {stream.name} already exists for account {svc.account}.")
-        if len(stream.consumers) >= MAX_CONSUMERS:
+        if len(stream.consumers) + len(svc.queues.on_stream(stream)) >= MAX_CONSUMERS:  # queues share the limit
             raise limit_exceeded(f"Consumer limit of {MAX_CONSUMERS} reached for stream {stream.name} under account "
                                  f"{svc.account}.")
         if sum(c.status == "CREATING" for c in stream.consumers.values()) >= MAX_CREATING:
@@ -165,7 +167,6 @@ def register_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str
     return {"Consumer": describe(consumer)}
 
 
-@operation("DeregisterStreamConsumer")
 def deregister_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream, consumer = identified(svc, p)
     with stream.lock:
@@ -179,13 +180,11 @@ def deregister_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[s
     return {}
 
 
-@operation("DescribeStreamConsumer")
 def describe_stream_consumer(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream, consumer = identified(svc, p)
     return {"ConsumerDescription": {**describe(consumer), "StreamARN": stream.arn}}
 
 
-@operation("ListStreamConsumers")
 def list_stream_consumers(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.stream({"StreamARN": p["StreamARN"]})
     created = p.get("StreamCreationTimestamp")
@@ -266,9 +265,7 @@ def _subscriptions(svc: KinesisService) -> _Subscriptions:
 
 
 def _wake_subscribers(stream: Stream) -> None:
-    for shard in stream.shards:
-        with shard.appended:
-            shard.appended.notify_all()
+    wake_readers(stream)
 
 
 def lifetime(svc: KinesisService) -> float:
@@ -289,7 +286,7 @@ class Subscription:
     def __init__(self, svc: KinesisService, stream: Stream, shard: Shard, consumer: Consumer, index: int,
                  dry_run: bool = False):
         self.svc, self.stream, self.shard, self.consumer = svc, stream, shard, consumer
-        self.index = index
+        self.cursor = ShardCursor(svc, stream, shard, index)
         self.key = (consumer.arn, shard.uid)
         self.lifetime = lifetime(svc)
         self.stopped = threading.Event()
@@ -310,8 +307,7 @@ class Subscription:
     def close(self) -> None:
         self.stopped.set()
         _subscriptions(self.svc).release(self.key, self)
-        with self.shard.appended:
-            self.shard.appended.notify_all()
+        self.cursor.wake()
         try:
             self._events.close()
         except ValueError:  # being iterated by another thread: it sees `stopped` and ends
@@ -327,79 +323,55 @@ class Subscription:
             _subscriptions(self.svc).release(self.key, self)
 
     def _records(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        svc, stream, shard = self.svc, self.stream, self.shard
+        cursor = self.cursor
         start = time.monotonic()
         deadline = start + self.lifetime
-        beat = heartbeat(svc)
+        beat = heartbeat(self.svc)
         last_sent = start
-        index = self.index
-        continuation = self._sequence_before(index)
+        continuation = cursor.sequence_before()
         while not self.stopped.is_set():
             gone = self._gone_reason()
             if gone is not None:
                 yield "exception", "ResourceNotFoundException", {"message": gone}
                 return
-            closed = not shard.is_open  # read before the batch: a closed shard's tip is final
-            rows, next_index, at_tip = read_batch(svc, stream, shard, index, EVENT_MAX_RECORDS, EVENT_MAX_BYTES)
+            batch = cursor.read(EVENT_MAX_RECORDS, EVENT_MAX_BYTES)
             now = time.monotonic()
-            end = closed and at_tip
-            if rows:
-                continuation = rows[-1][1]
-            if rows or end or now - last_sent >= beat:
-                yield self._event(rows, None if end else continuation, at_tip, end)
+            if batch.records:
+                continuation = batch.records[-1].sequence_number
+            if batch.records or batch.finished or now - last_sent >= beat:
+                yield self._event(batch, continuation)
                 last_sent = now
-                if end:
+                if batch.finished:
                     return
-            index = next_index
             if now >= deadline:
                 return
-            if rows and not at_tip:
+            if batch.records and not batch.at_tip:
                 continue
-            self._wait(index, min(beat - (now - last_sent), deadline - now))
+            # Also woken by close(), deregistration and stream deletion.
+            cursor.wait(min(beat - (now - last_sent), deadline - now), until=self._interrupted)
 
-    def _wait(self, index: int, timeout: float) -> None:
-        """`records.wait_for_append`, also woken by close(), deregistration and stream deletion."""
-        shard = self.shard
-        deadline = time.monotonic() + timeout
-        with shard.appended:
-            while shard.next_index <= index and shard.is_open and not self.stopped.is_set() \
-                    and self._gone_reason() is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                shard.appended.wait(remaining)
+    def _interrupted(self) -> bool:
+        return self.stopped.is_set() or self._gone_reason() is not None
 
     def _gone_reason(self) -> str | None:
         """Why the subscription cannot go on: its stream or its consumer went away."""
         svc, stream, consumer = self.svc, self.stream, self.consumer
-        if svc.streams.get(stream.name) is not stream or stream.status == "DELETING":
-            return f"Stream {stream.name} under account {svc.account} not found."
+        gone = self.cursor.gone()
+        if gone is not None:
+            return gone
         if stream.consumers.get(consumer.name) is not consumer or consumer.status == "DELETING":
             return f"Consumer {consumer.arn}, account {svc.account} not found."
         return None
 
-    def _sequence_before(self, index: int) -> str:
-        """The sequence number AFTER_SEQUENCE_NUMBER resumes from to read `index` next."""
-        shard = self.shard
-        if index <= 1:
-            return shard.starting_seq
-        rows = self.svc.store.read(shard.uid, index - 1, 1)
-        if rows and rows[0][0] == index - 1:
-            return rows[0][1]
-        return sequence.make(shard.created, shard.index, index - 1, shard.created)
-
-    def _event(self, rows: list, continuation: str | None, at_tip: bool, end: bool) -> tuple[str, str, dict]:
-        behind = 0 if at_tip or not rows else max(0, int((time.time() - rows[-1][4]) * 1000))
-        records = [record_out(r, self.stream) for r in rows]
-        body: dict[str, Any] = {"Records": records, "ContinuationSequenceNumber": continuation,
-                                "MillisBehindLatest": behind}
-        if end:
-            with self.stream.lock:  # a reshard closes the parent before it adds the children
-                body["ChildShards"] = child_shards(self.stream, self.shard)
+    def _event(self, batch: Batch, continuation: str) -> tuple[str, str, dict]:
+        body: dict[str, Any] = {"Records": [record_out(r, self.stream) for r in batch.records],
+                                "ContinuationSequenceNumber": None if batch.finished else continuation,
+                                "MillisBehindLatest": batch.millis_behind}
+        if batch.finished:
+            body["ChildShards"] = self.cursor.child_shards()
         return "event", "SubscribeToShardEvent", body
 
 
-@operation("SubscribeToShard")
 def subscribe_to_shard(svc: KinesisService, p: dict[str, Any]):
     stream, consumer = by_arn(svc, p["ConsumerARN"])
     if consumer.status != "ACTIVE":

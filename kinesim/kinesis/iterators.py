@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
@@ -24,7 +24,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from ..protocol.errors import AwsError, expired_iterator, invalid_argument, not_found
 from . import dryrun, sequence
 from .model import Shard, Stream
-from .service import KinesisService, operation
+
+if TYPE_CHECKING:
+    from .service import KinesisService
 
 _HEADER = b"\x00\x00\x00\x00\x00\x00\x00\x01"
 _BLOCK = 16
@@ -101,8 +103,7 @@ def find_shard(svc: KinesisService, stream: Stream, shard_id: str) -> Shard:
     """A readable shard by the id a client gave (AWS accepts '1', 'shardId-1', 'shardId-000000000001')."""
     name = sequence.shard_id(shard_index(svc, stream.name, shard_id))
     shard = stream.shard(name)
-    from .streams import visible_shards
-    if shard is None or shard not in visible_shards(svc, stream):
+    if shard is None or shard not in svc.visible_shards(stream):
         raise not_found(f"Shard {name} in stream {stream.name} under account {svc.account} does not exist")
     return shard
 
@@ -151,7 +152,6 @@ def start_index(svc: KinesisService, stream: Stream, shard: Shard, kind: str,
     return index if kind == "AT_SEQUENCE_NUMBER" else min(index + 1, shard.next_index)
 
 
-@operation("GetShardIterator")
 def get_shard_iterator(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     name = svc.stream_name(p)
     index = shard_index(svc, name, p["ShardId"])

@@ -5,11 +5,13 @@ the client gave, per resource ARN, in `svc.policies` and the store's "policy" do
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import in_use, invalid_argument, not_found
 from . import consumers
-from .service import KinesisService, operation
+
+if TYPE_CHECKING:
+    from .service import KinesisService
 
 
 def _resource_arn(svc: KinesisService, p: dict[str, Any], active: bool = False) -> str:
@@ -22,7 +24,6 @@ def _resource_arn(svc: KinesisService, p: dict[str, Any], active: bool = False) 
     return arn
 
 
-@operation("PutResourcePolicy")
 def put_resource_policy(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     arn = _resource_arn(svc, p, active=True)
     text = p["Policy"]
@@ -38,13 +39,11 @@ def put_resource_policy(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any
     return {}
 
 
-@operation("GetResourcePolicy")
 def get_resource_policy(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     arn = _resource_arn(svc, p)
     return {"Policy": svc.policies.get(arn, "{}")}
 
 
-@operation("DeleteResourcePolicy")
 def delete_resource_policy(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     arn = _resource_arn(svc, p)
     with svc.lock:

@@ -5,14 +5,16 @@ import hashlib
 import itertools
 import time
 from bisect import bisect_right
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import invalid_argument, not_found, throughput_exceeded, validation_error
-from ..protocol.validation import null_member, violations
+from ..protocol.constraints import null_member, violations
 from ..store import StoredRecord
 from . import dryrun, iterators, sequence
 from .model import MAX_HASH, Shard, Stream
-from .service import KinesisService, operation
+
+if TYPE_CHECKING:
+    from .service import KinesisService
 
 MAX_PUT_RECORDS_BYTES = 5 << 20
 MAX_GET_BYTES = 10 << 20
@@ -117,7 +119,6 @@ def encryption(stream: Stream, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@operation("PutRecord")
 def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = writable(svc, p)
     auto = stream.distribution == "AUTO"
@@ -148,7 +149,6 @@ def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return encryption(stream, {"ShardId": shard.shard_id, "SequenceNumber": seq})
 
 
-@operation("PutRecords")
 def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = writable(svc, p)
     entries = p["Records"]
@@ -236,7 +236,6 @@ def record_out(row: StoredRecord, stream: Stream) -> dict[str, Any]:
     return out
 
 
-@operation("GetRecords")
 def get_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     pos = iterators.decode(svc, p["ShardIterator"])
     stream, shard = iterators.resolve(svc, pos)

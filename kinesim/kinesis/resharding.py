@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..protocol.errors import invalid_argument, limit_exceeded, not_found, validation_error
 from . import iterators, records, sequence
 from .model import Shard, Stream, even_ranges
-from .service import KinesisService, operation
 from .streams import check_shard_limit
+
+if TYPE_CHECKING:
+    from .service import KinesisService
 
 MAX_SHARDS_PER_STREAM = 10000   # AWS's default per-stream limit for UpdateShardCount
 
@@ -148,7 +150,6 @@ class Reshard:
             records.notify(shard)
 
 
-@operation("SplitShard")
 def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     iterators.shard_index(svc, svc.stream_name(p), p["ShardToSplit"])  # AWS: the id's text, then the stream
     stream = svc.stream(p)
@@ -172,7 +173,6 @@ def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("MergeShards")
 def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     for given in (p["ShardToMerge"], p["AdjacentShardToMerge"]):
         iterators.shard_index(svc, svc.stream_name(p), given)  # AWS: the ids' text, then the stream
@@ -195,7 +195,6 @@ def merge_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("UpdateShardCount")
 def update_shard_count(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     target = p["TargetShardCount"]
     stream = svc.stream(p)

@@ -1,7 +1,7 @@
-"""The Kinesis service: operation registry, stream lookup, lazy state transitions, persistence.
+"""The Kinesis service: stream lookup, lazy state transitions, persistence.
 
-Each operation is a plain function `(service, params) -> response dict` registered with
-`@operation`, living in the module of its concern (streams, records, iterators, ...).
+Each operation is a plain function `(service, params) -> response dict` living in the module of
+its concern (streams, records, iterators, ...), named in the table of `operations.py`.
 """
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from typing import Any, Callable
 
 from ..config import Settings
 from ..protocol.errors import in_use, invalid_argument, not_found
-from ..protocol.operations import JsonService, Operations
+from ..protocol.operations import JsonService
 from ..protocol.validation import ModelValidator
 from ..store import Store
-from .model import Stream
+from .model import Shard, Stream
+from .operations import OPERATIONS
+from .queues import QueueRegistry
+from .resharding import apply_pending
 from .throughput import Meter
 
-OPERATIONS = Operations()
-operation = OPERATIONS.register
 # The "meta" document that keeps the next shard uid: a uid is never given out twice, not even
 # across restarts (iterators and checkpoints name a shard by its uid).
 UID_COUNTER = "next-shard-uid"
@@ -33,9 +34,6 @@ class KinesisService(JsonService):
     target_prefix = "Kinesis_20131202"
 
     def __init__(self, settings: Settings, store: Store):
-        # Importing the operation modules registers their operations.
-        from . import consumers, iterators, policies, records, resharding, shards, streams, tags  # noqa: F401
-        self._apply_reshard = resharding.apply_pending
         self.settings = settings
         self.store = store
         self.validator = ModelValidator("kinesis")
@@ -61,6 +59,10 @@ class KinesisService(JsonService):
         self.policies: dict[str, str] = store.documents("policy")
         self.meter = Meter()
         self._finish_interrupted_drops()
+        self.queues = QueueRegistry(self)  # Kinesis queues and their delivery state (queues.py)
+        # Kinesis channels: given by channel_delivery.attach, with the object store's calls the edge
+        # passes in (a server without an object store has none).
+        self.channels: Any = None
         for stream in self.streams.values():
             self.settle_when_due(stream)  # a reshard acknowledged before a restart still happens
 
@@ -130,6 +132,15 @@ class KinesisService(JsonService):
         shortens it."""
         return time.time() - stream.retention_hours * self.settings.retention_hour_s
 
+    def visible_shards(self, stream: Stream) -> list[Shard]:
+        """Shards AWS still lists: open ones, and closed ones until retention has passed since
+        closing. None before the stream first turned ACTIVE, even once it is DELETING (kinesalite
+        keeps `Shards: []` until then). While UPDATING, the layout before the pending reshard."""
+        if not stream.activated:
+            return []
+        horizon = self.retention_horizon(stream)
+        return [s for s in stream.shards if s.closed_at is None or s.closed_at >= horizon]
+
     def all_streams(self) -> list[Stream]:
         for name in list(self.streams):
             self.find(name)
@@ -168,7 +179,7 @@ class KinesisService(JsonService):
         UPDATING, and the stream's shards are listed from now on."""
         wake = None
         if stream.pending_reshard is not None:
-            wake = self._apply_reshard(self, stream)
+            wake = apply_pending(self, stream)
             stream.pending_reshard = None
         stream.status, stream.ready_at, stream.activated = "ACTIVE", 0.0, True
         return wake

@@ -14,12 +14,13 @@ import hmac
 import json
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import AwsError, invalid_argument, not_found
 from .model import Shard, Stream
-from .service import KinesisService, operation
-from .streams import visible_shards
+
+if TYPE_CHECKING:
+    from .service import KinesisService
 
 DEFAULT_MAX_RESULTS = 1000
 TOKEN_TTL_S = 300.0
@@ -116,7 +117,7 @@ def select(svc: KinesisService, stream: Stream, shard_filter: dict[str, Any] | N
     FROM_TIMESTAMP: the open ones and those closed at or after the time.
     AFTER_SHARD_ID: those whose id follows ShardId.
     """
-    shards = visible_shards(svc, stream)
+    shards = svc.visible_shards(stream)
     kind = shard_filter["Type"] if shard_filter else "FROM_TRIM_HORIZON"
     if kind == "FROM_TRIM_HORIZON":
         return shards
@@ -133,7 +134,6 @@ def select(svc: KinesisService, stream: Stream, shard_filter: dict[str, Any] | N
     return open_at(stream, shards, max(shard_filter["Timestamp"], horizon))  # AT_TIMESTAMP
 
 
-@operation("ListShards")
 def list_shards(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     token = p.get("NextToken")
     if token is not None:

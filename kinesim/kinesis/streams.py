@@ -3,11 +3,15 @@ enhanced monitoring, limits, record size, warm throughput, account settings."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import AwsError, in_use, invalid_argument, limit_exceeded
+from . import channels
 from .model import Shard, Stream, even_ranges
-from .service import KinesisService, operation
+from .tag_rules import check_new_tags
+
+if TYPE_CHECKING:
+    from .service import KinesisService
 
 ON_DEMAND_SHARDS = 4          # shards an on-demand stream starts with
 ON_DEMAND_STREAM_LIMIT = 50   # AWS's default on-demand streams per account
@@ -28,7 +32,6 @@ def check_shard_limit(svc: KinesisService, additional: int) -> None:
             "aws_service_limits.html) for current limits and how to request higher limits.")
 
 
-@operation("CreateStream")
 def create_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     name = p["StreamName"]
     mode = p.get("StreamModeDetails", {}).get("StreamMode", "PROVISIONED")
@@ -46,7 +49,6 @@ def create_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         raise distribution_needs_on_demand(svc, name)
     tags = dict(p.get("Tags") or {})
     if tags:  # AddTagsToStream's checks, before anything exists
-        from .tags import check_new_tags
         check_new_tags({}, tags, f"stream {name} under account {svc.account}")
     # Settle a due DELETING -> gone first: settling takes the stream's lock, which must not be
     # waited for while holding svc.lock (see the lock order in KinesisService).
@@ -69,12 +71,14 @@ def create_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("DeleteStream")
 def delete_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.stream(p)
     with stream.lock:
         if stream.status == "DELETING":
             return {}
+        # EnforceConsumerDeletion does not apply to queues and channels.
+        svc.queues.refuse_if_any(stream, "delete the stream")
+        channels.refuse_if_any(svc, stream)
         if stream.consumers and not p.get("EnforceConsumerDeletion"):
             raise in_use(f"Stream {stream.name} under account {svc.account} has registered consumers. "
                          "Either deregister the consumers or set EnforceConsumerDeletion to true.")
@@ -86,16 +90,6 @@ def delete_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def visible_shards(svc: KinesisService, stream: Stream) -> list[Shard]:
-    """Shards AWS still lists: open ones, and closed ones until retention has passed since closing.
-    None before the stream first turned ACTIVE, even once it is DELETING (kinesalite keeps
-    `Shards: []` until then). While UPDATING, the layout before the pending reshard."""
-    if not stream.activated:
-        return []
-    horizon = svc.retention_horizon(stream)
-    return [s for s in stream.shards if s.closed_at is None or s.closed_at >= horizon]
-
-
 def monitoring(stream: Stream) -> list[dict[str, Any]]:
     return [{"ShardLevelMetrics": list(stream.shard_level_metrics)}]
 
@@ -104,10 +98,9 @@ def mode_details(stream: Stream) -> dict[str, str]:
     return {"StreamMode": stream.mode}
 
 
-@operation("DescribeStream")
 def describe_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.stream(p)
-    shards = visible_shards(svc, stream)
+    shards = svc.visible_shards(stream)
     start = p.get("ExclusiveStartShardId")
     if start is not None:
         shards = [s for s in shards if s.shard_id > start]
@@ -125,7 +118,6 @@ def describe_stream(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return {"StreamDescription": desc}
 
 
-@operation("DescribeStreamSummary")
 def describe_stream_summary(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.stream(p)
     summary: dict[str, Any] = {
@@ -140,14 +132,13 @@ def describe_stream_summary(svc: KinesisService, p: dict[str, Any]) -> dict[str,
         summary["KeyId"] = stream.key_id
     if stream.warm_throughput_mibps is not None:
         summary["WarmThroughput"] = warm_throughput(stream)
-    # Channels and queues are not emulated: no stream has any.
-    summary["ChannelCount"] = summary["QueueCount"] = 0
+    summary["ChannelCount"] = len(channels.on_stream(svc, stream))
+    summary["QueueCount"] = len(svc.queues.on_stream(stream))
     if stream.mode == "ON_DEMAND":  # "only present for streams that use the on-demand capacity mode" (model)
         summary["RecordDistributionStrategy"] = stream.distribution
     return {"StreamDescriptionSummary": summary}
 
 
-@operation("ListStreams")
 def list_streams(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     names = sorted(s.name for s in svc.all_streams())
     start = p.get("ExclusiveStartStreamName")
@@ -188,11 +179,12 @@ def _decode_token(token: str) -> str:
     return text[len("streams|"):]
 
 
-@operation("UpdateStreamMode")
 def update_stream_mode(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.active_stream(p)
     mode = p["StreamModeDetails"]["StreamMode"]
     with stream.lock:
+        if mode == "PROVISIONED":
+            svc.queues.refuse_if_any(stream, "switch it to PROVISIONED mode")
         if mode == stream.mode:
             raise invalid_argument(f"Stream {stream.name} under account {svc.account} is already in {mode} mode.")
         if stream.distribution == "AUTO":
@@ -218,7 +210,6 @@ def _retention_bounds(hours: int) -> None:
             f"Maximum allowed retention period is 8760 hours. Requested retention period ({hours} hours) is too long.")
 
 
-@operation("IncreaseStreamRetentionPeriod")
 def increase_retention(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     hours = p["RetentionPeriodHours"]
     stream = svc.active_stream(p)
@@ -233,7 +224,6 @@ def increase_retention(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]
     return {}
 
 
-@operation("DecreaseStreamRetentionPeriod")
 def decrease_retention(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     hours = p["RetentionPeriodHours"]
     stream = svc.active_stream(p)
@@ -248,7 +238,6 @@ def decrease_retention(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]
     return {}
 
 
-@operation("StartStreamEncryption")
 def start_encryption(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.active_stream(p)
     with stream.lock:
@@ -258,7 +247,6 @@ def start_encryption(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("StopStreamEncryption")
 def stop_encryption(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.active_stream(p)
     with stream.lock:
@@ -283,17 +271,14 @@ def _monitoring_change(svc: KinesisService, p: dict[str, Any], enable: bool) -> 
             "CurrentShardLevelMetrics": current, "DesiredShardLevelMetrics": desired}
 
 
-@operation("EnableEnhancedMonitoring")
 def enable_monitoring(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return _monitoring_change(svc, p, True)
 
 
-@operation("DisableEnhancedMonitoring")
 def disable_monitoring(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     return _monitoring_change(svc, p, False)
 
 
-@operation("DescribeLimits")
 def describe_limits(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     streams = svc.all_streams()
     return {"ShardLimit": svc.settings.shard_limit, "OpenShardCount": svc.total_open_shards(),
@@ -301,7 +286,6 @@ def describe_limits(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
             "OnDemandStreamCountLimit": ON_DEMAND_STREAM_LIMIT}
 
 
-@operation("UpdateMaxRecordSize")
 def update_max_record_size(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.active_stream(p)
     with stream.lock:
@@ -332,7 +316,6 @@ def warm_throughput(stream: Stream) -> dict[str, int]:
     return {"TargetMiBps": target, "CurrentMiBps": target}
 
 
-@operation("UpdateStreamWarmThroughput")
 def update_warm_throughput(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     stream = svc.active_stream(p)
     if stream.mode != "ON_DEMAND":
@@ -355,7 +338,6 @@ def distribution_needs_on_demand(svc: KinesisService, name: str) -> AwsError:
         f"under account {svc.account} is in PROVISIONED mode.")
 
 
-@operation("UpdateStreamRecordDistributionStrategy")
 def update_distribution(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     """Takes effect at once, with no UPDATING state ("the change takes effect immediately without
     downtime"); records already stored keep their shards. The model names the stream by
@@ -370,13 +352,11 @@ def update_distribution(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any
     return {}
 
 
-@operation("DescribeAccountSettings")
 def describe_account_settings(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     commitment = svc.account_settings.get("MinimumThroughputBillingCommitment", {"Status": "DISABLED"})
     return {"MinimumThroughputBillingCommitment": commitment}
 
 
-@operation("UpdateAccountSettings")
 def update_account_settings(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     status = p["MinimumThroughputBillingCommitment"]["Status"]
     commitment: dict[str, Any] = {"Status": status}

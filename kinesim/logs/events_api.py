@@ -5,12 +5,16 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .paging import invalid_token, make_token, read_token
 from .patterns import PatternError, compile_pattern
-from .service import DAY_MS, LogsService, invalid_parameter, now_ms, operation
+from .errors import invalid_parameter
+from .groups import DAY_MS, now_ms
 from .streams_api import stream_not_found, visible_events
+
+if TYPE_CHECKING:
+    from .service import LogsService
 
 # PutLogEvents' quotas (the API reference): a batch is at most 1,048,576 bytes, counted as each
 # message's UTF-8 length plus 26 bytes, spans at most 24 hours; events more than 14 days old or more
@@ -29,7 +33,6 @@ def _size(message: str) -> int:
     return len(message.encode("utf-8", "surrogatepass")) + EVENT_OVERHEAD
 
 
-@operation("PutLogEvents")
 def put_log_events(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     group, stream, events = p["logGroupName"], p["logStreamName"], p["logEvents"]
     doc = svc.group(group)
@@ -81,7 +84,6 @@ def _stream_token(kind: str, position: tuple[int, int]) -> str:
     return f"{kind}/{position[0]:020d}{position[1]:036d}"
 
 
-@operation("GetLogEvents")
 def get_log_events(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     group, stream = svc.group_param(p), p["logStreamName"]
     doc = svc.group(group)
@@ -129,7 +131,6 @@ def event_id(group: str, stream: str, timestamp: int, rank: int) -> str:
     return f"{timestamp:020d}{digest:026d}{rank:010d}"
 
 
-@operation("FilterLogEvents")
 def filter_log_events(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     group = svc.group_param(p)
     doc = svc.group(group)

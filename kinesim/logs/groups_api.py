@@ -1,12 +1,16 @@
 """Log groups: CreateLogGroup, DescribeLogGroups, DeleteLogGroup, retention policies and tags."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinesim.protocol.errors import AwsError
 
 from .paging import page
-from .service import LogsService, invalid_parameter, new_group_doc, operation
+from .errors import invalid_parameter
+from .groups import new_group_doc
+
+if TYPE_CHECKING:
+    from .service import LogsService
 
 # PutRetentionPolicy's documented values (the model leaves retentionInDays a plain integer).
 RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
@@ -26,7 +30,6 @@ def describe_group(svc: LogsService, name: str, doc: dict[str, Any]) -> dict[str
     return out
 
 
-@operation("CreateLogGroup")
 def create_log_group(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     name = p["logGroupName"]
     with svc.lock:
@@ -39,7 +42,6 @@ def create_log_group(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("DescribeLogGroups")
 def describe_log_groups(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     prefix, pattern = p.get("logGroupNamePrefix"), p.get("logGroupNamePattern")
     if prefix is not None and pattern is not None:
@@ -61,14 +63,12 @@ def describe_log_groups(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@operation("DeleteLogGroup")
 def delete_log_group(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     svc.refuse_if_protected(p["logGroupName"])
     svc.delete_group(p["logGroupName"])
     return {}
 
 
-@operation("PutLogGroupDeletionProtection")
 def put_log_group_deletion_protection(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     name = svc.group_from_identifier(p["logGroupIdentifier"])
     with svc.lock:
@@ -78,7 +78,6 @@ def put_log_group_deletion_protection(svc: LogsService, p: dict[str, Any]) -> di
     return {}
 
 
-@operation("PutRetentionPolicy")
 def put_retention_policy(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     days = p["retentionInDays"]
     if days not in RETENTION_DAYS:
@@ -94,7 +93,6 @@ def put_retention_policy(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("DeleteRetentionPolicy")
 def delete_retention_policy(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     with svc.lock:
         doc = svc.group(p["logGroupName"])
@@ -127,35 +125,29 @@ def _change_tags(svc: LogsService, name: str, add: dict[str, str] | None = None,
         return tags
 
 
-@operation("TagResource")
 def tag_resource(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     _change_tags(svc, _group_of_arn(svc, p["resourceArn"]), add=p["tags"])
     return {}
 
 
-@operation("UntagResource")
 def untag_resource(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     _change_tags(svc, _group_of_arn(svc, p["resourceArn"]), remove=p["tagKeys"])
     return {}
 
 
-@operation("ListTagsForResource")
 def list_tags_for_resource(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     return {"tags": _change_tags(svc, _group_of_arn(svc, p["resourceArn"]))}
 
 
-@operation("TagLogGroup")
 def tag_log_group(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     _change_tags(svc, p["logGroupName"], add=p["tags"])
     return {}
 
 
-@operation("UntagLogGroup")
 def untag_log_group(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     _change_tags(svc, p["logGroupName"], remove=p["tags"])
     return {}
 
 
-@operation("ListTagsLogGroup")
 def list_tags_log_group(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     return {"tags": _change_tags(svc, p["logGroupName"])}

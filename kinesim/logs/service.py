@@ -2,38 +2,29 @@
 shared with the Lambda runtime that writes functions' logs: kinesim.functions.logs.FunctionLogs,
 passed in by the edge), retention applied on read and by a background sweep.
 
-Each operation is a plain function `(service, params) -> response dict` registered with
-`@operation` in the module of its concern: `groups_api` (groups, retention, tags), `streams_api`,
+Each operation is a plain function `(service, params) -> response dict` in the module of its
+concern, named in the table of `operations.py`: `groups_api` (groups, retention, tags), `streams_api`,
 `events_api` (PutLogEvents, GetLogEvents, FilterLogEvents).
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from kinesim.config import Settings
 from kinesim.protocol.errors import AwsError
-from kinesim.protocol.operations import JsonService, Operations
+from kinesim.protocol.operations import JsonService
 from kinesim.protocol.validation import ModelValidator
 from kinesim.store import Store
 
-OPERATIONS = Operations()
-operation = OPERATIONS.register
+from .errors import invalid_parameter
+from .groups import DAY_MS, GROUP_KIND, new_group_doc, now_ms
+from .operations import OPERATIONS
+
 log = logging.getLogger("kinesim.logs")
 
-GROUP_KIND = "logs-group"
-DAY_MS = 86_400_000
 _NAME_LIMIT = 512
-
-
-def invalid_parameter(message: str) -> AwsError:
-    return AwsError("InvalidParameterException", message)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LogsService(JsonService):
@@ -41,8 +32,6 @@ class LogsService(JsonService):
     target_prefix = "Logs_20140328"
 
     def __init__(self, settings: Settings, store: Store, files: Any):
-        # Importing the operation modules registers their operations.
-        from . import events_api, groups_api, streams_api  # noqa: F401
         self.settings = settings
         self.store = store
         self.files = files  # kinesim.functions.logs.FunctionLogs: every group's streams
@@ -169,10 +158,3 @@ class LogsService(JsonService):
                     self.expire(name, doc)
                 except Exception:
                     log.exception("retention sweep of log group %s failed", name)
-
-
-def new_group_doc(**extra: Any) -> dict[str, Any]:
-    doc = {"creationTime": now_ms(), "retentionInDays": None, "tags": {}, "logGroupClass": "STANDARD",
-           "kmsKeyId": None, "deletionProtectionEnabled": False}
-    doc.update(extra)
-    return doc

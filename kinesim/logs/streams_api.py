@@ -1,12 +1,16 @@
 """Log streams: CreateLogStream, DescribeLogStreams, DeleteLogStream."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinesim.protocol.errors import AwsError
 
 from .paging import page
-from .service import LogsService, invalid_parameter, now_ms, operation
+from .errors import invalid_parameter
+from .groups import now_ms
+
+if TYPE_CHECKING:
+    from .service import LogsService
 
 STREAM_NOT_FOUND = "The specified log stream does not exist."
 
@@ -40,7 +44,6 @@ def describe_stream(svc: LogsService, group: str, doc: dict[str, Any], stream: s
     return out
 
 
-@operation("CreateLogStream")
 def create_log_stream(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     group, stream = p["logGroupName"], p["logStreamName"]
     with svc.lock:
@@ -51,7 +54,6 @@ def create_log_stream(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("DescribeLogStreams")
 def describe_log_streams(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     group = svc.group_param(p)
     doc = svc.group(group)
@@ -72,7 +74,6 @@ def describe_log_streams(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@operation("DeleteLogStream")
 def delete_log_stream(svc: LogsService, p: dict[str, Any]) -> dict[str, Any]:
     group, stream = p["logGroupName"], p["logStreamName"]
     svc.refuse_if_protected(group)

@@ -1,8 +1,8 @@
-"""What every JSON-protocol service shares: operations registered by name, validated dispatch.
+"""What every JSON-protocol service shares: validated dispatch through a table of operations.
 
-A service module declares `OPERATIONS = Operations()` and registers each operation, a plain
-function `(service, params) -> response dict`, with `@OPERATIONS.register("PutRecord")` (aliased
-`operation`); the service class derives from `JsonService` and names its registry.
+Each service names its operations in an explicit table (`<service>/operations.py`: `OPERATIONS =
+{"PutRecord": records.put_record, ...}`), plain functions `(service, params) -> response dict`;
+the service class derives from `JsonService` and sets `operations` to that table.
 """
 from __future__ import annotations
 
@@ -11,22 +11,14 @@ from typing import Any, Callable
 from .errors import AwsError
 from .validation import ModelValidator
 
-Handler = Callable[[Any, dict[str, Any]], dict[str, Any]]
-
-
-class Operations(dict[str, Handler]):
-    def register(self, name: str) -> Callable[[Handler], Handler]:
-        def add(fn: Handler) -> Handler:
-            self[name] = fn
-            return fn
-        return add
+Handler = Callable[[Any, dict[str, Any]], Any]
 
 
 class JsonService:
     """Dispatch for a service behind an `X-Amz-Target` header: `<target_prefix>.<Operation>`."""
 
     target_prefix: str
-    operations: Operations
+    operations: dict[str, Handler]
     validator: ModelValidator
 
     def call(self, op: str, params: dict[str, Any], cbor: bool = False) -> dict[str, Any]:

@@ -28,9 +28,9 @@ and what AWS/kinesalite enforce differ, or where AWS's behaviour is not known fo
 * Order of several errors: kinesalite's older tests, which compared AWS's exact text, list the
   members of a structure in neither model nor alphabetical order (CreateStream: shardCount then
   streamName; AddTagsToStream: tags then streamName; SplitShard: newStartingHashKey first). That
-  is a Java 7 `HashMap`'s iteration order over the lowerCamelCase names; `_aws_member_order`
+  is a Java 7 `HashMap`'s iteration order over the lowerCamelCase names; `aws_member_order`
   reproduces every recorded order except, in SplitShard, streamName/shardToSplit, which share a
-  hash bucket. A newer AWS runtime may well differ (kinesalite's later tests stopped asserting the
+  hash bucket (`constraints.aws_member_order`). A newer AWS runtime may well differ (kinesalite's later tests stopped asserting the
   order); swap that one function for model order if real AWS is measured to differ. Within one
   member: enum, pattern, min length, max length (kinesalite: the pattern before the length).
 * Enum sets are listed in model order, but for the recorded orders in `AWS_ENUM_ORDER`.
@@ -42,9 +42,11 @@ and what AWS/kinesalite enforce differ, or where AWS's behaviour is not known fo
 * Newer Coral stacks (DynamoDB, SQS, Athena today) word type errors differently ("NUMBER_VALUE
   cannot be converted to String", "STRING_VALUE can not be converted to an Integer", "Unexpected
   field type", "Unrecognized collection type class java.lang.String"). Whether Kinesis moved to
-  them is unknown; all texts live in the `_type_error` helpers below to make a switch one edit.
+  them is unknown; all texts live in the `type_error_*` helpers of `conversions` to make a switch
+  one edit.
 * Some newer AWS services omit the value of a failing member ("Value at 'maxResults' ...").
-  Kinesalite and the requested behaviour render it; `_constraint_error` is the place to change.
+  Kinesalite and the requested behaviour render it; `constraints.constraint_error` is the place
+  to change.
 * Null list elements are dropped (AWS's behaviour for them is unknown); so are null members.
 * Patterns are Java regexes, matched against the whole value. `re` (ASCII classes, as Java's
   defaults) is used when it can parse them; `\\p{..}` classes need the `regex` package when
@@ -52,536 +54,35 @@ and what AWS/kinesalite enforce differ, or where AWS's behaviour is not known fo
 * Union structures are treated as plain structures (no one-member check).
 * rest-json (Lambda): members bound to the URI, query string or a header arrive as text and are
   converted to their type first ("10" for an integer); a payload blob is taken as raw bytes.
+
+Type checks and their texts are in `conversions`, constraints, their texts and AWS's member order
+in `constraints`; here, the validator: a checker compiled per shape, and the slow path that words errors.
 """
 from __future__ import annotations
 
 import binascii
 import math
-import re
 import threading
-import time
-from datetime import datetime, timezone
-from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 import botocore.loaders
 
-from .errors import AwsError, serialization_error, validation_error
+from .constraints import (
+    AWS_ENUM_ORDER, MAX_LISTED_ERRORS, aws_member_order, collection_constraint_text, constraint_error,
+    lower_first, null_member, pattern_matcher, scalar_constraints, utf16_len, violations,
+)
+from .conversions import (
+    BASE64_ERRORS, Checker, FLOATS, INTEGERS, SCALARS, TEXT_LOCATIONS, blob_error, canonical_padding,
+    conv_blob, located_coercer, scalar_converter, type_error_list, type_error_map, type_error_structure,
+)
+from .errors import AwsError
 
-MAX_LISTED_ERRORS = 10
-# Enum sets whose order in AWS's "Member must satisfy enum value set" is recorded and differs from
-# the model's, by service and shape (the same values, reordered).
-AWS_ENUM_ORDER: dict[str, dict[str, list[str]]] = {
-    # LocalStack's AWS snapshot, test_lambda_api::test_create_event_source_validation_kinesis
-    "lambda": {"EventSourcePosition": ["LATEST", "AT_TIMESTAMP", "TRIM_HORIZON"]},
-}
-
-Checker = Callable[[Any], Any]
-_SCALARS = frozenset(("string", "blob", "boolean", "integer", "long", "short", "byte", "double", "float",
-                      "timestamp", "bigInteger", "bigDecimal"))
-_INTEGERS = frozenset(("integer", "long", "short", "byte", "bigInteger"))
-_FLOATS = frozenset(("double", "float", "bigDecimal"))
-_JAVA_NAMES = {"integer": "Integer", "long": "Long", "short": "Short", "byte": "Byte", "bigInteger": "BigInteger",
-               "double": "Double", "float": "Float", "bigDecimal": "BigDecimal"}
-_BYTES_TYPES = (bytes, bytearray, memoryview)
-_TEXT_LOCATIONS = frozenset(("uri", "querystring", "header"))
+__all__ = ["ModelValidator", "null_member", "violations"]
+_aws_member_order = aws_member_order  # its former name, which tests/test_validation.py imports
 
 
 class _Invalid(Exception):
     """A constraint failed on the fast path: re-run the slow path to word AWS's message."""
-
-
-# Type errors (SerializationException), as kinesalite recorded them from Kinesis.
-
-_NUMBER = "class com.amazon.coral.value.json.numbers.TruncatingBigNumber"
-_LIST_HERE = "Start of list found where not expected"
-_MAP_HERE = "Start of structure or map found where not expected."
-
-
-def _container_error(value: Any) -> AwsError | None:
-    if isinstance(value, (list, tuple)):
-        return serialization_error(_LIST_HERE)
-    if isinstance(value, dict):
-        return serialization_error(_MAP_HERE)
-    return None
-
-
-def _type_error_string(value: Any) -> AwsError:
-    if isinstance(value, bool):
-        return serialization_error("class java.lang.Boolean can not be converted to an String")
-    if isinstance(value, (int, float)):
-        return serialization_error(f"{_NUMBER} can not be converted to an String")
-    return _container_error(value) or serialization_error(f"class {_java_class(value)} can not be converted to an String")
-
-
-def _type_error_number(value: Any, java: str) -> AwsError:
-    if isinstance(value, bool):
-        return serialization_error(f"class java.lang.Boolean can not be converted to an {java}")
-    if isinstance(value, str):
-        return serialization_error(f"class java.lang.String can not be converted to an {java}")
-    if isinstance(value, float):  # NaN or Infinity
-        return serialization_error(f"{_NUMBER} can not be converted to an {java}")
-    return _container_error(value) or serialization_error(f"class {_java_class(value)} can not be converted to an {java}")
-
-
-def _type_error_boolean(value: Any) -> AwsError:
-    if isinstance(value, (int, float)):
-        return serialization_error(f"{_NUMBER} can not be converted to an Boolean")
-    if isinstance(value, str):
-        return serialization_error(f"'{value.upper()}' can not be converted to an Boolean")
-    return _container_error(value) or serialization_error(f"class {_java_class(value)} can not be converted to an Boolean")
-
-
-def _type_error_blob(value: Any) -> AwsError:
-    if isinstance(value, bool):
-        return serialization_error("class java.lang.Boolean can not be converted to a Blob")
-    if isinstance(value, (int, float)):
-        return serialization_error(f"{_NUMBER} can not be converted to a Blob")
-    return _container_error(value) or serialization_error(f"class {_java_class(value)} can not be converted to a Blob")
-
-
-def _type_error_timestamp(value: Any) -> AwsError:
-    if isinstance(value, bool):
-        return serialization_error("class java.lang.Boolean can not be converted to milliseconds since epoch")
-    if isinstance(value, str):
-        return serialization_error("class java.lang.String can not be converted to milliseconds since epoch")
-    return _container_error(value) or serialization_error(
-        f"class {_java_class(value)} can not be converted to milliseconds since epoch")
-
-
-def _type_error_list(value: Any) -> AwsError:
-    if isinstance(value, dict):
-        return serialization_error(_MAP_HERE)
-    return serialization_error("Expected list or null")
-
-
-def _type_error_map(value: Any) -> AwsError:
-    if isinstance(value, (list, tuple)):
-        return serialization_error(_LIST_HERE)
-    return serialization_error("Expected map or null")
-
-
-def _type_error_structure(value: Any) -> AwsError:
-    if isinstance(value, (list, tuple)):
-        return serialization_error(_LIST_HERE)
-    return serialization_error("Expected null")
-
-
-def _java_class(value: Any) -> str:
-    """The Java class a CBOR-only value (byte string, date) would have reached Coral as."""
-    if isinstance(value, _BYTES_TYPES):
-        return "java.nio.HeapByteBuffer"
-    if isinstance(value, datetime):
-        return "java.util.Date"
-    return "java.lang.Object"
-
-
-# Scalar conversions, shared by the fast and the slow path. Each returns the converted value or
-# raises the SerializationException AWS would.
-
-def _conv_string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise _type_error_string(value)
-
-
-def _conv_integer(java: str) -> Checker:
-    def conv(value: Any) -> int:
-        cls = value.__class__
-        if cls is int:
-            return value
-        if cls is float and math.isfinite(value):
-            return math.floor(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return int(value)
-        raise _type_error_number(value, java)
-    return conv
-
-
-def _conv_float(java: str) -> Checker:
-    def conv(value: Any) -> float:
-        cls = value.__class__
-        if cls is float or cls is int:
-            return float(value)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise _type_error_number(value, java)
-    return conv
-
-
-_TRUE_STRINGS = frozenset(("TRUE", "YES", "1"))
-_FALSE_STRINGS = frozenset(("FALSE", "NO", "0"))
-
-
-def _conv_boolean(value: Any) -> bool:
-    if value.__class__ is bool:
-        return value
-    if isinstance(value, str):
-        # Kinesalite's recordings: 'true'/'false'/'1'/'0'/'yes'/'no' convert, any other string fails.
-        upper = value.upper()
-        if upper in _TRUE_STRINGS:
-            return True
-        if upper in _FALSE_STRINGS:
-            return False
-    raise _type_error_boolean(value)
-
-
-def _conv_timestamp(value: Any) -> float:
-    cls = value.__class__
-    if cls is int or (cls is float and math.isfinite(value)):  # CBOR can carry inf and NaN, JSON not
-        return float(value)
-    if isinstance(value, datetime):  # CBOR tag 0/1, decoded by cbor2
-        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
-    if isinstance(value, str):
-        # Some SDKs send ISO-8601 text instead of epoch seconds.
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            raise _type_error_timestamp(value) from None
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    raise _type_error_timestamp(value)
-
-
-_BASE64_BAD_CHAR = re.compile(r"[^a-zA-Z0-9+/=]|=[^=]")
-_BASE64_INDEX = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
-
-
-# binascii.Error for bad base64, and a plain ValueError for text that is not ASCII at all ("ΩΩΩΩ"):
-# both are the client's bad base64, which `_blob_error` words as AWS does.
-_BASE64_ERRORS = (binascii.Error, ValueError)
-
-
-def _conv_blob(value: Any) -> bytes:
-    """A JSON blob (base64 text) or a CBOR one (a byte string) as bytes."""
-    cls = value.__class__
-    if cls is str:
-        if not len(value) & 3:
-            try:
-                data = binascii.a2b_base64(value, strict_mode=True)
-            except _BASE64_ERRORS:
-                return _blob_error(value)
-            if value[-1:] != "=" or _canonical_padding(value):
-                return data
-        return _blob_error(value)
-    if cls is bytes:
-        return value
-    if isinstance(value, _BYTES_TYPES):
-        return bytes(value)
-    raise _type_error_blob(value)
-
-
-_ZERO_LOW_4 = frozenset(c for c, i in _BASE64_INDEX.items() if not i & 0xF)  # before "=="
-_ZERO_LOW_2 = frozenset(c for c, i in _BASE64_INDEX.items() if not i & 0x3)  # before "="
-
-
-def _canonical_padding(value: str) -> bool:
-    """Whether the unused low bits of the last data character of padded base64 are zero (Java's
-    decoder, like Node's round trip in kinesalite, rejects them otherwise)."""
-    if value[-2] == "=":
-        return value[-3] in _ZERO_LOW_4
-    return value[-2] in _ZERO_LOW_2
-
-
-def _blob_error(value: str) -> bytes:
-    """Kinesalite's three base64 checks, in its order, each with AWS's wording."""
-    prefix = f"'{value}' can not be converted to a Blob: "
-    if len(value) % 4:
-        raise serialization_error(f"{prefix}Base64 encoded length is expected a multiple of 4 bytes "
-                                  f"but found: {len(value)}")
-    match = _BASE64_BAD_CHAR.search(value)
-    if match:
-        raise serialization_error(f"{prefix}Invalid Base64 character: '{match.group()[0]}'")
-    try:
-        data = binascii.a2b_base64(value, strict_mode=True)
-    except _BASE64_ERRORS:
-        data = None
-    if data is None or binascii.b2a_base64(data, newline=False).decode() != value:
-        raise serialization_error(f"{prefix}Invalid last non-pad Base64 character dectected")
-    return data
-
-
-def _conv_payload_blob(value: Any) -> bytes:
-    """A rest-json payload blob: the raw body, handed over as bytes (text is taken as UTF-8)."""
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, _BYTES_TYPES):
-        return bytes(value)
-    raise _type_error_blob(value)
-
-
-def _scalar_converter(shape: dict[str, Any], payload: bool = False) -> Checker | None:
-    kind = shape["type"]
-    if kind == "string":
-        return _conv_string
-    if kind == "blob":
-        return _conv_payload_blob if payload else _conv_blob
-    if kind == "boolean":
-        return _conv_boolean
-    if kind in _INTEGERS:
-        return _conv_integer(_JAVA_NAMES[kind])
-    if kind in _FLOATS:
-        return _conv_float(_JAVA_NAMES[kind])
-    if kind == "timestamp":
-        return _conv_timestamp
-    return None
-
-
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
-
-
-def _located_coercer(shape: dict[str, Any], shapes: dict[str, Any]) -> Checker | None:
-    """For rest-json members bound to the URI, query string or a header, whose values reach us as
-    text: the text converted to the member's type where it reads as one (anything else is left for
-    the type check to reject). None when the member's type needs no coercion."""
-    kind = shape["type"]
-    if kind in _INTEGERS:
-        return lambda v: int(v) if isinstance(v, str) and _INT_TEXT.fullmatch(v.strip()) else v
-    if kind in _FLOATS:
-        def to_float(v: Any) -> Any:
-            if isinstance(v, str):
-                try:
-                    return float(v)
-                except ValueError:
-                    return v
-            return v
-        return to_float
-    if kind == "boolean":
-        return lambda v: {"true": True, "false": False}.get(v.lower(), v) if isinstance(v, str) else v
-    if kind == "timestamp":
-        def to_time(v: Any) -> Any:
-            if isinstance(v, str):
-                try:
-                    return float(v)
-                except ValueError:
-                    pass
-                try:
-                    from email.utils import parsedate_to_datetime
-                    return parsedate_to_datetime(v)  # a header's RFC 7231 date
-                except (TypeError, ValueError, IndexError):
-                    return v  # ISO-8601 or not a date: the timestamp conversion decides
-            return v
-        return to_time
-    if kind == "list":
-        item = _located_coercer(shapes[shape["member"]["shape"]], shapes)
-
-        def to_list(v: Any) -> Any:
-            if isinstance(v, str):
-                v = [v]
-            if item is not None and isinstance(v, list):
-                v = [item(x) for x in v]
-            return v
-        return to_list
-    return None
-
-
-# Patterns: Java regexes, compiled lazily, matched against the whole value.
-
-_PATTERNS: dict[str, Callable[[str], Any] | None] = {}
-_JAVA_SURROGATES = re.compile(r"\\u(D[89AB][0-9A-F]{2})\\u(D[C-F][0-9A-F]{2})", re.IGNORECASE)
-_ASCII_CLASSES = {"d": "0-9", "w": "a-zA-Z0-9_", "s": " \\t\\n\\x0B\\f\\r"}
-
-
-def _pattern_matcher(pattern: str) -> Callable[[str], Any] | None:
-    """`fullmatch` for a model pattern, or None when no available engine can parse it."""
-    try:
-        return _PATTERNS[pattern]
-    except KeyError:
-        pass
-    source = _JAVA_SURROGATES.sub(
-        lambda m: "\\U%08X" % (0x10000 + ((int(m.group(1), 16) - 0xD800) << 10) + int(m.group(2), 16) - 0xDC00),
-        pattern)
-    matcher = None
-    try:
-        matcher = re.compile(source, re.ASCII).fullmatch  # Java's \d \w \s \b are ASCII-only
-    except re.error:
-        try:
-            import regex  # type: ignore[import-not-found]  # optional: Unicode \p{..} classes
-            matcher = regex.compile(_ascii_escapes(source)).fullmatch
-        except Exception:  # not installed, or a construct neither engine knows: skip the pattern
-            matcher = None
-    _PATTERNS[pattern] = matcher
-    return matcher
-
-
-def _ascii_escapes(pattern: str) -> str:
-    """Rewrite \\d \\w \\s to Java's ASCII meaning for the `regex` engine (kept Unicode-aware
-    there so that \\p{L} and friends still mean what they do in Java)."""
-    out, i, in_class = [], 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            if nxt in _ASCII_CLASSES:
-                out.append(_ASCII_CLASSES[nxt] if in_class else f"[{_ASCII_CLASSES[nxt]}]")
-            elif nxt.lower() in _ASCII_CLASSES and not in_class:
-                out.append(f"[^{_ASCII_CLASSES[nxt.lower()]}]")
-            else:
-                out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if c == "[" and not in_class:
-            in_class = True
-        elif c == "]" and in_class:
-            in_class = False
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _utf16_len(value: str) -> int:
-    """String length as Java counts it (UTF-16 code units)."""
-    if value.isascii():
-        return len(value)
-    return len(value) + sum(1 for ch in value if ord(ch) > 0xFFFF)
-
-
-def _lower_first(name: str) -> str:
-    return name[:1].lower() + name[1:]
-
-
-# Member order in AWS's messages (see the module docstring).
-
-def _java_string_hash(text: str) -> int:
-    """`String.hashCode` (over UTF-16 code units, in 32 bits)."""
-    data, h = text.encode("utf-16-be"), 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def _java7_spread(h: int) -> int:
-    h ^= (h >> 20) ^ (h >> 12)
-    return h ^ (h >> 7) ^ (h >> 4)
-
-
-def _aws_member_order(names: list[str]) -> list[str]:
-    """Members in the order AWS lists their errors: a Java 7 HashMap's iteration order over the
-    lowerCamelCase names, inserted in model order (capacity 16, doubling past 3/4 full; a new entry
-    goes to the head of its bucket, and a resize re-links each bucket head-first)."""
-    capacity, size, table = 16, 0, [[] for _ in range(16)]
-    for name in names:
-        h = _java7_spread(_java_string_hash(_lower_first(name)))
-        if size >= capacity * 3 // 4 and table[h & (capacity - 1)]:
-            capacity *= 2
-            grown: list[list[str]] = [[] for _ in range(capacity)]
-            for bucket in table:
-                for old in bucket:
-                    grown[_java7_spread(_java_string_hash(_lower_first(old))) & (capacity - 1)].insert(0, old)
-            table = grown
-        table[h & (capacity - 1)].insert(0, name)
-        size += 1
-    return [name for bucket in table for name in bucket]
-
-
-# Rendering values as Java's toString would, for "Value '...' at ...".
-
-def _java_double(value: float) -> str:
-    """`Double.toString`: plain between 10^-3 and 10^7, else computerized scientific notation."""
-    if value != value:
-        return "NaN"
-    if value in (math.inf, -math.inf):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0 or 1e-3 <= abs(value) < 1e7:
-        return repr(float(value))
-    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{exponent + len(text) - 1}"
-
-
-def _render(value: Any, shape: dict[str, Any] | None, shapes: dict[str, Any]) -> str:
-    if value is None:
-        return "null"
-    kind = shape["type"] if shape is not None else None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, _BYTES_TYPES):
-        return f"java.nio.HeapByteBuffer[pos=0 lim={len(value)} cap={len(value)}]"
-    if kind == "timestamp" and isinstance(value, (int, float)):
-        return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(value))
-    if isinstance(value, float):
-        return _java_double(value)
-    if isinstance(value, list):
-        member = shapes[shape["member"]["shape"]] if kind == "list" else None
-        return "[" + ", ".join(_render(item, member, shapes) for item in value) + "]"
-    if isinstance(value, dict):
-        if kind == "structure":
-            members = shape.get("members", {})
-            inner = ", ".join(f"{_lower_first(name)}={_render(value.get(name), shapes[ref['shape']], shapes)}"
-                              for name, ref in members.items())
-            return f"{shape.get('_name', 'Object')}({inner})"
-        val_shape = shapes[shape["value"]["shape"]] if kind == "map" else None
-        return "{" + ", ".join(f"{k}={_render(v, val_shape, shapes)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
-def _constraint_error(value: Any, shape: dict[str, Any] | None, shapes: dict[str, Any], path: str,
-                      message: str) -> str:
-    rendered = _render(value, shape, shapes)
-    if value is not None:
-        rendered = f"'{rendered}'"
-    return f"Value {rendered} at '{path}' failed to satisfy constraint: {message}"
-
-
-def null_member(path: str) -> str:
-    """The violation of a member that must be present, at `path` ("records.2.member.partitionKey"),
-    for services that require a member the model leaves optional."""
-    return _constraint_error(None, None, {}, path, "Member must not be null")
-
-
-def violations(errors: list[str]) -> AwsError:
-    """One ValidationException for constraint violations, as Coral words it: at most
-    MAX_LISTED_ERRORS listed and counted ("10 validation errors detected: ...; ...")."""
-    errors = errors[:MAX_LISTED_ERRORS]
-    plural = "s" if len(errors) > 1 else ""
-    return validation_error(f"{len(errors)} validation error{plural} detected: " + "; ".join(errors))
-
-
-def _number_text(limit: Any) -> str:
-    return _java_double(limit) if isinstance(limit, float) else str(limit)
-
-
-def _scalar_constraints(shape: dict[str, Any]) -> list[tuple[str, Callable[[Any], bool]]]:
-    """The model's constraints on a scalar shape, each as (AWS's wording, predicate on a converted
-    value), in the order AWS reports them for one member."""
-    kind = shape["type"]
-    lo, hi = shape.get("min"), shape.get("max")
-    out: list[tuple[str, Callable[[Any], bool]]] = []
-    if kind == "string":
-        if "enum" in shape:
-            allowed = frozenset(shape["enum"])
-            out.append((f"Member must satisfy enum value set: [{', '.join(shape['enum'])}]",
-                        lambda v, a=allowed: v in a))
-        if "pattern" in shape:
-            pattern = shape["pattern"]
-            out.append((f"Member must satisfy regular expression pattern: {pattern}",
-                        lambda v, p=pattern: (m := _pattern_matcher(p)) is None or m(v) is not None))
-        if lo is not None:
-            out.append((f"Member must have length greater than or equal to {lo}", lambda v, n=lo: _utf16_len(v) >= n))
-        if hi is not None:
-            out.append((f"Member must have length less than or equal to {hi}", lambda v, n=hi: _utf16_len(v) <= n))
-    elif kind == "blob":
-        if lo is not None:
-            out.append((f"Member must have length greater than or equal to {lo}", lambda v, n=lo: len(v) >= n))
-        if hi is not None:
-            out.append((f"Member must have length less than or equal to {hi}", lambda v, n=hi: len(v) <= n))
-    elif kind in _INTEGERS or kind in _FLOATS:
-        if lo is not None:
-            out.append((f"Member must have value greater than or equal to {_number_text(lo)}", lambda v, n=lo: v >= n))
-        if hi is not None:
-            out.append((f"Member must have value less than or equal to {_number_text(hi)}", lambda v, n=hi: v <= n))
-    return out
-
-
-def _collection_constraint_text(shape: dict[str, Any]) -> str:
-    """The bracketed list AWS gives for constraints on a collection's scalar elements:
-    "[Member must have length less than or equal to 128, Member must have length greater ...]"."""
-    texts = [text for text, _ in _scalar_constraints(shape)]
-    # AWS lists the upper bound first (kinesalite's recordings for TagKeys and Tags).
-    lengths = [t for t in texts if " than or equal to " in t]
-    others = [t for t in texts if " than or equal to " not in t]
-    return "[" + ", ".join(list(reversed(lengths)) + others) + "]"
 
 
 class ModelValidator:
@@ -683,7 +184,7 @@ class ModelValidator:
             return self._build_list(shape)
         if kind == "map":
             return self._build_map(shape)
-        conv = _scalar_converter(shape, payload)
+        conv = scalar_converter(shape, payload)
         if conv is None:
             return lambda value: value  # a type this validator does not know: passed through
         return self._build_scalar(shape, conv)
@@ -706,7 +207,7 @@ class ModelValidator:
                     n = len(value)
                     # Java counts UTF-16 units: only a non-ASCII value can be longer than len().
                     if n < lo_n or n > hi_n or (n * 2 > hi_n and not value.isascii()):
-                        n = _utf16_len(value)
+                        n = utf16_len(value)
                         if n < lo_n or n > hi_n:
                             raise _Invalid
                     return value
@@ -717,13 +218,13 @@ class ModelValidator:
                     value = conv(value)
                 n = len(value)
                 if n < lo_n or n > hi_n or (n * 2 > hi_n and not value.isascii()):
-                    n = _utf16_len(value)
+                    n = utf16_len(value)
                     if n < lo_n or n > hi_n:
                         raise _Invalid
                 if enum is not None and value not in enum:
                     raise _Invalid
                 if pattern is not None:
-                    matcher = _pattern_matcher(pattern)
+                    matcher = pattern_matcher(pattern)
                     if matcher is not None and matcher(value) is None:
                         raise _Invalid
                 return value
@@ -732,19 +233,19 @@ class ModelValidator:
             lo_n = lo if lo is not None else 0
             hi_n = hi if hi is not None else math.inf
 
-            if conv is _conv_blob:
+            if conv is conv_blob:
                 a2b = binascii.a2b_base64
 
                 def check_blob(value: Any) -> bytes:
-                    # _conv_blob, inlined: the hot path of PutRecord(s).
+                    # conv_blob, inlined: the hot path of PutRecord(s).
                     if value.__class__ is str and not len(value) & 3:
                         try:
                             data = a2b(value, strict_mode=True)
-                        except _BASE64_ERRORS:
-                            data = _blob_error(value)
+                        except BASE64_ERRORS:
+                            data = blob_error(value)
                         else:
-                            if value[-1:] == "=" and not _canonical_padding(value):
-                                data = _blob_error(value)
+                            if value[-1:] == "=" and not canonical_padding(value):
+                                data = blob_error(value)
                     else:
                         data = conv(value)
                     n = len(data)
@@ -759,10 +260,10 @@ class ModelValidator:
                     raise _Invalid
                 return data
             return check_payload_blob
-        if kind in _INTEGERS or kind in _FLOATS:
+        if kind in INTEGERS or kind in FLOATS:
             lo_v = lo if lo is not None else -math.inf
             hi_v = hi if hi is not None else math.inf
-            exact = int if kind in _INTEGERS else float
+            exact = int if kind in INTEGERS else float
 
             def check_number(value: Any) -> Any:
                 if value.__class__ is not exact:
@@ -780,8 +281,8 @@ class ModelValidator:
             wire = name if "location" in ref else ref.get("locationName", name)
             is_payload = name == payload_member and self._shapes[ref["shape"]]["type"] == "blob"
             checker = self._compile(ref["shape"], is_payload)
-            coerce = _located_coercer(self._shapes[ref["shape"]], self._shapes) \
-                if ref.get("location") in _TEXT_LOCATIONS else None
+            coerce = located_coercer(self._shapes[ref["shape"]], self._shapes) \
+                if ref.get("location") in TEXT_LOCATIONS else None
             if coerce is not None:
                 checker = (lambda c, k: lambda value: c(k(value)))(checker, coerce)
             entries[wire] = (name, checker)
@@ -793,7 +294,7 @@ class ModelValidator:
             def check_structure(value: Any) -> dict[str, Any]:
                 if value.__class__ is not dict:
                     if not isinstance(value, dict):
-                        raise _type_error_structure(value)
+                        raise type_error_structure(value)
                 out = {}
                 get = checkers.get
                 for key, item in value.items():
@@ -808,7 +309,7 @@ class ModelValidator:
 
         def check_renamed_structure(value: Any) -> dict[str, Any]:
             if not isinstance(value, dict):
-                raise _type_error_structure(value)
+                raise type_error_structure(value)
             out = {}
             for key, item in value.items():
                 entry = entries.get(key)
@@ -828,7 +329,7 @@ class ModelValidator:
         def check_list(value: Any) -> list[Any]:
             if value.__class__ is not list:
                 if not isinstance(value, (list, tuple)):
-                    raise _type_error_list(value)
+                    raise type_error_list(value)
             out = [item(x) for x in value if x is not None]
             if not lo <= len(out) <= hi:
                 raise _Invalid
@@ -843,7 +344,7 @@ class ModelValidator:
 
         def check_map(value: Any) -> dict[Any, Any]:
             if not isinstance(value, dict):
-                raise _type_error_map(value)
+                raise type_error_map(value)
             out = {key_check(k): val_check(v) for k, v in value.items() if v is not None}
             if not lo <= len(out) <= hi:
                 raise _Invalid
@@ -867,7 +368,7 @@ class ModelValidator:
         kind = shape["type"]
         if kind == "structure":
             if not isinstance(value, dict):
-                raise _type_error_structure(value)
+                raise type_error_structure(value)
             members = shape.get("members", {})
             by_wire = {(n if "location" in r else r.get("locationName", n)): (n, r) for n, r in members.items()}
             out = {}
@@ -877,22 +378,22 @@ class ModelValidator:
                     continue
                 member, ref = entry
                 is_payload = member == shape.get("payload") and self._shapes[ref["shape"]]["type"] == "blob"
-                if ref.get("location") in _TEXT_LOCATIONS:
-                    coerce = _located_coercer(self._shapes[ref["shape"]], self._shapes)
+                if ref.get("location") in TEXT_LOCATIONS:
+                    coerce = located_coercer(self._shapes[ref["shape"]], self._shapes)
                     if coerce is not None:
                         item = coerce(item)
                 out[member] = self._convert(ref["shape"], item, is_payload)
             return out
         if kind == "list":
             if not isinstance(value, (list, tuple)):
-                raise _type_error_list(value)
+                raise type_error_list(value)
             return [self._convert(shape["member"]["shape"], x, False) for x in value if x is not None]
         if kind == "map":
             if not isinstance(value, dict):
-                raise _type_error_map(value)
+                raise type_error_map(value)
             return {self._convert(shape["key"]["shape"], k, False): self._convert(shape["value"]["shape"], v, False)
                     for k, v in value.items() if v is not None}
-        conv = _scalar_converter(shape, payload)
+        conv = scalar_converter(shape, payload)
         return value if conv is None else conv(value)
 
     def _member_order(self, shape: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -900,7 +401,7 @@ class ModelValidator:
         order = self._orders.get(name)
         if order is None:
             members = shape.get("members", {})
-            order = self._orders[name] = [(m, members[m]) for m in _aws_member_order(list(members))]
+            order = self._orders[name] = [(m, members[m]) for m in aws_member_order(list(members))]
         return order
 
     def _validate(self, shape: dict[str, Any], value: Any, path: str, errors: list[str]) -> None:
@@ -912,11 +413,11 @@ class ModelValidator:
         elif kind == "map":
             self._validate_map(shape, value, path, errors)
         else:
-            for text, ok in _scalar_constraints(shape):
+            for text, ok in scalar_constraints(shape):
                 if len(errors) >= MAX_LISTED_ERRORS:
                     return
                 if not ok(value):
-                    errors.append(_constraint_error(value, shape, self._shapes, path, text))
+                    errors.append(constraint_error(value, shape, self._shapes, path, text))
 
     def _validate_structure(self, shape: dict[str, Any], value: dict[str, Any], path: str,
                             errors: list[str]) -> None:
@@ -924,12 +425,12 @@ class ModelValidator:
         for name, ref in self._member_order(shape):
             if len(errors) >= MAX_LISTED_ERRORS:
                 return
-            member_path = f"{path}.{_lower_first(name)}" if path else _lower_first(name)
+            member_path = f"{path}.{lower_first(name)}" if path else lower_first(name)
             item = value.get(name)
             member_shape = self._shapes[ref["shape"]]
             if item is None:
                 if name in required:
-                    errors.append(_constraint_error(None, member_shape, self._shapes, member_path,
+                    errors.append(constraint_error(None, member_shape, self._shapes, member_path,
                                                     "Member must not be null"))
                 continue
             self._validate(member_shape, item, member_path, errors)
@@ -937,21 +438,21 @@ class ModelValidator:
     def _length_errors(self, shape: dict[str, Any], value: Any, path: str, errors: list[str]) -> None:
         lo, hi = shape.get("min"), shape.get("max")
         if lo is not None and len(value) < lo and len(errors) < MAX_LISTED_ERRORS:
-            errors.append(_constraint_error(value, shape, self._shapes, path,
+            errors.append(constraint_error(value, shape, self._shapes, path,
                                             f"Member must have length greater than or equal to {lo}"))
         if hi is not None and len(value) > hi and len(errors) < MAX_LISTED_ERRORS:
-            errors.append(_constraint_error(value, shape, self._shapes, path,
+            errors.append(constraint_error(value, shape, self._shapes, path,
                                             f"Member must have length less than or equal to {hi}"))
 
     def _validate_list(self, shape: dict[str, Any], value: list[Any], path: str, errors: list[str]) -> None:
         self._length_errors(shape, value, path, errors)
         member = self._shapes[shape["member"]["shape"]]
-        if member["type"] in _SCALARS:
+        if member["type"] in SCALARS:
             # Constraints on scalar elements are reported once, for the whole list.
-            checks = _scalar_constraints(member)
+            checks = scalar_constraints(member)
             if checks and len(errors) < MAX_LISTED_ERRORS and not all(ok(x) for x in value for _, ok in checks):
-                errors.append(_constraint_error(value, shape, self._shapes, path,
-                                                "Member must satisfy constraint: " + _collection_constraint_text(member)))
+                errors.append(constraint_error(value, shape, self._shapes, path,
+                                                "Member must satisfy constraint: " + collection_constraint_text(member)))
             return
         for index, item in enumerate(value, 1):
             if len(errors) >= MAX_LISTED_ERRORS:
@@ -961,18 +462,18 @@ class ModelValidator:
     def _validate_map(self, shape: dict[str, Any], value: dict[Any, Any], path: str, errors: list[str]) -> None:
         self._length_errors(shape, value, path, errors)
         key_shape = self._shapes[shape["key"]["shape"]]
-        key_checks = _scalar_constraints(key_shape)
+        key_checks = scalar_constraints(key_shape)
         if key_checks and len(errors) < MAX_LISTED_ERRORS and not all(ok(k) for k in value for _, ok in key_checks):
-            errors.append(_constraint_error(value, shape, self._shapes, path,
-                                            "Map keys must satisfy constraint: " + _collection_constraint_text(key_shape)))
+            errors.append(constraint_error(value, shape, self._shapes, path,
+                                            "Map keys must satisfy constraint: " + collection_constraint_text(key_shape)))
         val_shape = self._shapes[shape["value"]["shape"]]
-        if val_shape["type"] in _SCALARS:
-            val_checks = _scalar_constraints(val_shape)
+        if val_shape["type"] in SCALARS:
+            val_checks = scalar_constraints(val_shape)
             if val_checks and len(errors) < MAX_LISTED_ERRORS and \
                     not all(ok(v) for v in value.values() for _, ok in val_checks):
-                errors.append(_constraint_error(value, shape, self._shapes, path,
+                errors.append(constraint_error(value, shape, self._shapes, path,
                                                 "Map value must satisfy constraint: " +
-                                                _collection_constraint_text(val_shape)))
+                                                collection_constraint_text(val_shape)))
             return
         for key, item in value.items():
             if len(errors) >= MAX_LISTED_ERRORS:

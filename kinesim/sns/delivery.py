@@ -36,7 +36,7 @@ from kinesim.protocol.errors import AwsError
 from .filter_policy import matches
 
 if TYPE_CHECKING:
-    from .service import Subscription, Topic
+    from .model import Subscription, Topic
 
 log = logging.getLogger("kinesim.sns")
 

@@ -14,12 +14,16 @@ import json
 import re
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinesim.protocol.errors import AwsError
 
 from .delivery import Message
-from .service import SnsService, Topic, check_arn, invalid, not_found, operation
+from .errors import check_arn, invalid, not_found
+from .model import Topic
+
+if TYPE_CHECKING:
+    from .service import SnsService
 
 MAX_MESSAGE_BYTES = 256 * 1024
 MAX_BATCH_ENTRIES = 10
@@ -153,7 +157,6 @@ def _answer(msg: Message) -> dict[str, Any]:
     return out
 
 
-@operation("Publish")
 def publish(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     subject, message = p.get("Subject"), p["Message"]
     if subject is not None and (not subject or len(subject) >= 100 or "\n" in subject or not subject.isascii()):
@@ -176,7 +179,6 @@ def publish(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     return _answer(_publish(svc, topic, msg) or msg)
 
 
-@operation("PublishBatch")
 def publish_batch(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     entries = p["PublishBatchRequestEntries"]
     if len(entries) > MAX_BATCH_ENTRIES:

@@ -1,76 +1,30 @@
-"""The SNS service: operation registry, topics and subscriptions, persistence.
+"""The SNS service: topics and subscriptions, persistence.
 
-Each operation is a plain function `(service, params) -> result dict` registered with `@operation`
-in the module of its concern (`topics_api`, `subscriptions_api`, `publish_api`); the query
+Each operation is a plain function `(service, params) -> result dict` in the module of its concern,
+named in the table of `operations.py` (`topics_api`, `subscriptions_api`, `publish_api`); the query
 protocol's front (`api.py`) decodes requests and encodes answers. Topics and subscriptions are
 documents in the store ("sns-topic", "sns-subscription"), written before an operation answers.
 Deliveries (`delivery.py`) are best-effort and asynchronous, as AWS's are.
 """
 from __future__ import annotations
 
-import bisect
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from kinesim.config import Settings
-from kinesim.protocol.errors import AwsError
-from kinesim.protocol.operations import Operations
 from kinesim.store import Store
 
+from . import publish_api
 from .delivery import Deliveries, Send
-
-OPERATIONS = Operations()
-operation = OPERATIONS.register
-
-
-def invalid(message: str) -> AwsError:
-    return AwsError("InvalidParameter", message)
-
-
-def not_found(message: str) -> AwsError:
-    return AwsError("NotFound", message, 404)
-
-
-@dataclass
-class Topic:
-    name: str
-    arn: str
-    attributes: dict[str, str] = field(default_factory=dict)  # as set (Create/SetTopicAttributes)
-    tags: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def fifo(self) -> bool:
-        return self.attributes.get("FifoTopic") == "true"
-
-    def to_doc(self) -> dict[str, Any]:
-        return {"name": self.name, "arn": self.arn, "attributes": self.attributes, "tags": self.tags}
-
-
-@dataclass
-class Subscription:
-    arn: str
-    topic_arn: str
-    protocol: str
-    endpoint: str
-    owner: str
-    attributes: dict[str, str] = field(default_factory=dict)  # as set (Subscribe/SetSubscriptionAttributes)
-
-    @property
-    def raw(self) -> bool:
-        return self.attributes.get("RawMessageDelivery") == "true"
-
-    def to_doc(self) -> dict[str, Any]:
-        return {"arn": self.arn, "topic_arn": self.topic_arn, "protocol": self.protocol,
-                "endpoint": self.endpoint, "owner": self.owner, "attributes": self.attributes}
+from .errors import check_arn, invalid, not_found
+from .model import Subscription, Topic
+from .operations import OPERATIONS
 
 
 class SnsService:
     operations = OPERATIONS
 
     def __init__(self, settings: Settings, store: Store, send: Send, base_url: str):
-        # Importing the operation modules registers their operations.
-        from . import publish_api, subscriptions_api, topics_api  # noqa: F401
         self.settings = settings
         self.store = store
         self.lock = threading.RLock()  # topics and subscriptions maps
@@ -151,22 +105,3 @@ class SnsService:
         with self.lock:
             self.store.delete_document("sns-subscription", sub.arn)
             self.subscriptions.pop(sub.arn, None)
-
-
-def check_arn(arn: str, member: str) -> list[str]:
-    """An ARN's parts, or AWS's text for one with too few (LocalStack's recordings of AWS:
-    "Invalid parameter: TopicArn Reason: An ARN must have at least 6 elements, not 1")."""
-    parts = arn.split(":")
-    if len(parts) < 6:
-        raise invalid(f"Invalid parameter: {member} Reason: An ARN must have at least 6 elements, not {len(parts)}")
-    return parts
-
-
-def page(items: list[str], token: str | None, size: int) -> tuple[list[str], str | None]:
-    """One page of a sorted list of ARNs and the token of the next (the last ARN returned)."""
-    start = 0
-    if token:
-        start = bisect.bisect_right(items, token)
-    chunk = items[start:start + size]
-    more = start + size < len(items)
-    return chunk, (chunk[-1] if more and chunk else None)

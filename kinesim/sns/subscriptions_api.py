@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinesim.protocol.errors import AwsError
 
 from . import filter_policy
-from .service import SnsService, Subscription, check_arn, invalid, operation, page
-from .topics_api import LIST_PAGE
+from .errors import check_arn, invalid
+from .model import Subscription
+from .topics_api import LIST_PAGE, page
+
+if TYPE_CHECKING:
+    from .service import SnsService
 
 AWS_PROTOCOLS = ("http", "https", "email", "email-json", "sms", "sqs", "application", "lambda", "firehose")
 DELIVERED = ("sqs", "lambda", "firehose")
@@ -77,7 +81,6 @@ def _check_endpoint(protocol: str, endpoint: str | None, topic_arn: str) -> str:
     return endpoint
 
 
-@operation("Subscribe")
 def subscribe(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     topic = svc.topic(p["TopicArn"])
     protocol = p["Protocol"]
@@ -100,7 +103,6 @@ def subscribe(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     return {"SubscriptionArn": sub.arn}
 
 
-@operation("Unsubscribe")
 def unsubscribe(svc: SnsService, p: dict[str, Any]) -> None:
     arn = p["SubscriptionArn"]
     check_arn(arn, "SubscriptionArn")
@@ -125,20 +127,17 @@ def _list(svc: SnsService, subs: list[Subscription], token: str | None) -> dict[
     return out
 
 
-@operation("ListSubscriptions")
 def list_subscriptions(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     with svc.lock:
         subs = list(svc.subscriptions.values())
     return _list(svc, subs, p.get("NextToken"))
 
 
-@operation("ListSubscriptionsByTopic")
 def list_subscriptions_by_topic(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     topic = svc.topic(p["TopicArn"])
     return _list(svc, svc.subscriptions_of(topic.arn), p.get("NextToken"))
 
 
-@operation("GetSubscriptionAttributes")
 def get_subscription_attributes(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     sub = svc.subscription(p["SubscriptionArn"])
     attrs = {"ConfirmationWasAuthenticated": "true", "Endpoint": sub.endpoint, "Owner": sub.owner,
@@ -151,7 +150,6 @@ def get_subscription_attributes(svc: SnsService, p: dict[str, Any]) -> dict[str,
     return {"Attributes": attrs}
 
 
-@operation("SetSubscriptionAttributes")
 def set_subscription_attributes(svc: SnsService, p: dict[str, Any]) -> None:
     sub = svc.subscription(p["SubscriptionArn"])
     name, value = p["AttributeName"], p.get("AttributeValue", "")
@@ -166,7 +164,6 @@ def set_subscription_attributes(svc: SnsService, p: dict[str, Any]) -> None:
     return None
 
 
-@operation("ConfirmSubscription")
 def confirm_subscription(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     # Only endpoints that need a confirmation message get a token; kinesim's (sqs, lambda,
     # firehose) are confirmed at once, so no token it is given can be valid.

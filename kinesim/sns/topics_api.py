@@ -6,17 +6,33 @@ already exists with different attributes|tags", FifoTopic settable only at creat
 """
 from __future__ import annotations
 
+import bisect
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinesim.protocol.errors import AwsError
 
-from .service import SnsService, Topic, invalid, operation, page
+from .errors import invalid
+from .model import Topic
+
+if TYPE_CHECKING:
+    from .service import SnsService
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,251}\.fifo")
 LIST_PAGE = 100  # ListTopics' page size on AWS
+
+
+def page(items: list[str], token: str | None, size: int) -> tuple[list[str], str | None]:
+    """One page of a sorted list of ARNs and the token of the next (the last ARN returned)."""
+    start = 0
+    if token:
+        start = bisect.bisect_right(items, token)
+    chunk = items[start:start + size]
+    more = start + size < len(items)
+    return chunk, (chunk[-1] if more and chunk else None)
+
 
 _FEEDBACK = [f"{p}{k}" for p in ("Application", "Firehose", "HTTP", "Lambda", "SQS")
              for k in ("SuccessFeedbackRoleArn", "SuccessFeedbackSampleRate", "FailureFeedbackRoleArn")]
@@ -66,7 +82,6 @@ def _tag_map(tags: list[dict[str, str]] | None) -> dict[str, str]:
     return out
 
 
-@operation("CreateTopic")
 def create_topic(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     name = p["Name"]
     attributes = dict(p.get("Attributes") or {})
@@ -90,7 +105,6 @@ def create_topic(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     return {"TopicArn": arn}
 
 
-@operation("DeleteTopic")
 def delete_topic(svc: SnsService, p: dict[str, Any]) -> None:
     arn = p["TopicArn"]
     try:
@@ -103,7 +117,6 @@ def delete_topic(svc: SnsService, p: dict[str, Any]) -> None:
     return None
 
 
-@operation("ListTopics")
 def list_topics(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     arns, token = page(sorted(svc.topics), p.get("NextToken"), LIST_PAGE)
     out: dict[str, Any] = {"Topics": [{"TopicArn": a} for a in arns]}
@@ -112,7 +125,6 @@ def list_topics(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@operation("GetTopicAttributes")
 def get_topic_attributes(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     topic = svc.topic(p["TopicArn"])
     subs = svc.subscriptions_of(topic.arn)
@@ -123,7 +135,6 @@ def get_topic_attributes(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     return {"Attributes": attrs}
 
 
-@operation("SetTopicAttributes")
 def set_topic_attributes(svc: SnsService, p: dict[str, Any]) -> None:
     topic = svc.topic(p["TopicArn"])
     name, value = p["AttributeName"], p.get("AttributeValue", "")
@@ -140,7 +151,6 @@ def _tagged(svc: SnsService, arn: str) -> Topic:
     return topic
 
 
-@operation("TagResource")
 def tag_resource(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     tags = _tag_map(p["Tags"])
     with svc.lock:
@@ -152,7 +162,6 @@ def tag_resource(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("UntagResource")
 def untag_resource(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     with svc.lock:
         topic = _tagged(svc, p["ResourceArn"])
@@ -161,7 +170,6 @@ def untag_resource(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("ListTagsForResource")
 def list_tags(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     topic = _tagged(svc, p["ResourceArn"])
     return {"Tags": [{"Key": k, "Value": v} for k, v in topic.tags.items()]}

@@ -6,11 +6,13 @@ entry fails that entry only, reported under `Failed` with its query error code."
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import SqsError, invalid_parameter
 from .messages_api import change_visibility_one, delete_one, send_one
-from .service import Call, operation
+
+if TYPE_CHECKING:
+    from .service import Call
 
 _ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 MAX_ENTRIES = 10
@@ -45,7 +47,6 @@ def _each(entries: list[dict[str, Any]], apply: Callable[[dict[str, Any]], dict[
     return {"Successful": successful, "Failed": failed}
 
 
-@operation("SendMessageBatch")
 def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     entries = params["Entries"]
     _check_entries(entries, "SendMessageBatchRequestEntry")
@@ -70,7 +71,6 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         return _each(entries, lambda entry: send_one(call.service, queue, entry, batch=True))
 
 
-@operation("DeleteMessageBatch")
 def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     entries = params["Entries"]
     _check_entries(entries, "DeleteMessageBatchRequestEntry")
@@ -83,7 +83,6 @@ def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         return _each(entries, delete)
 
 
-@operation("ChangeMessageVisibilityBatch")
 def change_message_visibility_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     entries = params["Entries"]
     _check_entries(entries, "ChangeMessageVisibilityBatchRequestEntry")

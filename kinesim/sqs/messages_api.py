@@ -3,13 +3,15 @@ DeleteMessage, ChangeMessageVisibility; their batch forms are in `batches`."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import messages as msgs
 from .errors import SqsError, invalid_parameter, invalid_value, missing_parameter
 from .messages import Message
 from .queue import DEDUP_WINDOW_S, Queue, now, parse_receipt
-from .service import Call, SqsService, operation
+
+if TYPE_CHECKING:
+    from .service import Call, SqsService
 
 _SYSTEM_NAMES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
                  "SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
@@ -99,7 +101,6 @@ def _deduplication_id(queue: Queue, body: str, delay: int | None, group: str | N
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-@operation("SendMessage")
 def send_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     with call.service.lock:
         queue = call.queue(params["QueueUrl"])
@@ -119,7 +120,6 @@ def _bounded(params: dict[str, Any], name: str, default: int, low: int, high: in
     return value
 
 
-@operation("ReceiveMessage")
 def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     service = call.service
     limit = _bounded(params, "MaxNumberOfMessages", 1, 1, 10, "Must be between 1 and 10, if provided.")
@@ -283,14 +283,12 @@ def change_visibility_one(service: SqsService, queue: Queue, handle: str, timeou
     queue.cond.notify_all()  # a timeout of 0 makes it receivable now
 
 
-@operation("DeleteMessage")
 def delete_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     with call.service.lock:
         delete_one(call.service, call.queue(params["QueueUrl"]), params["ReceiptHandle"])
     return {}
 
 
-@operation("ChangeMessageVisibility")
 def change_message_visibility(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     with call.service.lock:
         change_visibility_one(call.service, call.queue(params["QueueUrl"]), params["ReceiptHandle"],

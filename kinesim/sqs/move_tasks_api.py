@@ -11,12 +11,14 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SqsError, invalid_parameter, invalid_value
 from .messages_api import transfer
 from .queue import Queue, now
-from .service import Call, operation
+
+if TYPE_CHECKING:
+    from .service import Call
 
 _NOT_FOUND = "The resource that you specified for the {} parameter doesn't exist."
 
@@ -32,7 +34,6 @@ def _is_dead_letter_queue(call: Call, queue: Queue) -> bool:
     return any((q.redrive or {}).get("deadLetterTargetArn") == queue.arn for q in call.service.queues.values())
 
 
-@operation("StartMessageMoveTask")
 def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     rate = params.get("MaxNumberOfMessagesPerSecond")
     if rate is not None and not 1 <= rate <= 500:
@@ -65,7 +66,6 @@ def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any
         return {"TaskHandle": handle}
 
 
-@operation("ListMessageMoveTasks")
 def list_message_move_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     limit = params.get("MaxResults", 1)
     if not 1 <= limit <= 10:
@@ -76,7 +76,6 @@ def list_message_move_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any
         return {"Results": [{k: v for k, v in t.items() if k != "TaskId"} for t in tasks]}
 
 
-@operation("CancelMessageMoveTask")
 def cancel_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     try:
         handle = json.loads(base64.b64decode(params["TaskHandle"], validate=True))

@@ -4,11 +4,13 @@ not enforced: kinesim checks no permissions."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import invalid_parameter, invalid_value
 from .queue import Queue, now
-from .service import Call, operation
+
+if TYPE_CHECKING:
+    from .service import Call
 
 
 def _one_or_list(values: list[str]) -> str | list[str]:
@@ -31,7 +33,6 @@ def _save(call: Call, queue: Queue, policy: dict[str, Any]) -> None:
     call.service.persist.save_queue(queue)
 
 
-@operation("AddPermission")
 def add_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     label, accounts, actions = params["Label"], params["AWSAccountIds"], params["Actions"]
     if not accounts:
@@ -56,7 +57,6 @@ def add_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("RemovePermission")
 def remove_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     label = params["Label"]
     with call.service.lock:

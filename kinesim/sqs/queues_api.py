@@ -5,20 +5,21 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import attributes as attrs
 from .errors import SqsError, invalid_parameter, invalid_value, queue_does_not_exist
 from .messages_api import drop_expired
 from .queue import Queue, now
-from .service import Call, operation
+
+if TYPE_CHECKING:
+    from .service import Call
 
 _STANDARD_NAME = re.compile(r"[a-zA-Z0-9_-]{1,80}")
 _FIFO_NAME = re.compile(r"[a-zA-Z0-9_-]{1,75}\.fifo")
 _PURGE_INTERVAL_S = 60.0
 
 
-@operation("CreateQueue")
 def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     service = call.service
     name = params["QueueName"]
@@ -71,7 +72,6 @@ def _checked_tags(tags: dict[str, str]) -> dict[str, str]:
     return {k: str(v) for k, v in tags.items()}
 
 
-@operation("GetQueueUrl")
 def get_queue_url(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     owner = params.get("QueueOwnerAWSAccountId")
     with call.service.lock:
@@ -99,7 +99,6 @@ def _page(names: list[str], params: dict[str, Any]) -> tuple[list[str], str | No
     return page, base64.b64encode(page[-1].encode()).decode() if more else None
 
 
-@operation("ListQueues")
 def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     prefix = params.get("QueueNamePrefix") or ""
     with call.service.lock:
@@ -113,7 +112,6 @@ def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         return out
 
 
-@operation("DeleteQueue")
 def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     service = call.service
     with service.lock:
@@ -126,7 +124,6 @@ def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("GetQueueAttributes")
 def get_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     service = call.service
     with service.lock:
@@ -146,7 +143,6 @@ def get_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         return {"Attributes": found} if found else {}  # AWS leaves Attributes out when none is set
 
 
-@operation("SetQueueAttributes")
 def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     service = call.service
     given = {k: str(v) for k, v in (params.get("Attributes") or {}).items()}
@@ -161,7 +157,6 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("PurgeQueue")
 def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     service = call.service
     with service.lock:
@@ -176,7 +171,6 @@ def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("TagQueue")
 def tag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     with call.service.lock:
         queue = call.queue(params["QueueUrl"])
@@ -185,7 +179,6 @@ def tag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("UntagQueue")
 def untag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     with call.service.lock:
         queue = call.queue(params["QueueUrl"])
@@ -195,14 +188,12 @@ def untag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-@operation("ListQueueTags")
 def list_queue_tags(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     with call.service.lock:
         queue = call.queue(params["QueueUrl"])
         return {"Tags": dict(queue.tags)} if queue.tags else {}
 
 
-@operation("ListDeadLetterSourceQueues")
 def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     service = call.service
     with service.lock:

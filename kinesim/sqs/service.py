@@ -1,9 +1,9 @@
-"""The SQS service: operation registry, queue lookup by URL and ARN, persistence, and the sender
-other services deliver through (`edge.destinations`, service name "sqs").
+"""The SQS service: queue lookup by URL and ARN, persistence, and the sender other services
+deliver through (`edge.destinations`, service name "sqs").
 
-Each operation is a plain function `(call, params) -> response dict` registered with `@operation`
-in the module of its concern (`queues_api`: queues and their attributes and tags, `messages_api`:
-send, receive, delete, visibility). `call` is the request's `Call`: the service and the endpoint
+Each operation is a plain function `(call, params) -> response dict` in the module of its concern,
+named in the table of `operations.py` (`queues_api`: queues and their attributes and tags,
+`messages_api`: send, receive, delete, visibility). `call` is the request's `Call`: the service and the endpoint
 the request came in on, which queue URLs are built from (SDKs send later calls to a queue's URL,
 so it must name this server as the client reached it).
 
@@ -22,16 +22,15 @@ import botocore.session
 
 from kinesim.config import Settings
 from kinesim.protocol.errors import AwsError
-from kinesim.protocol.operations import JsonService, Operations
+from kinesim.protocol.operations import JsonService
 from kinesim.protocol.validation import ModelValidator
 from kinesim.store import Store
 
 from .errors import SqsError, invalid_parameter, missing_parameter, queue_does_not_exist, unknown_attribute
+from .messages_api import send_one
+from .operations import OPERATIONS
 from .persistence import QueueStore
 from .queue import Queue
-
-OPERATIONS = Operations()
-operation = OPERATIONS.register
 
 DEFAULT_ENDPOINT = "http://localhost:4566"
 
@@ -64,8 +63,6 @@ class SqsService(JsonService):
     target_prefix = "AmazonSQS"  # JSON 1.0 (the model's jsonVersion): the edge answers in it
 
     def __init__(self, settings: Settings, store: Store):
-        # Importing the operation modules registers their operations.
-        from . import batches, messages_api, move_tasks_api, permissions_api, queues_api  # noqa: F401
         self.settings = settings
         self.validator = ModelValidator("sqs")
         model = botocore.session.get_session().get_service_model("sqs")
@@ -160,7 +157,6 @@ class SqsService(JsonService):
         an SNS subscription). `attributes` may hold MessageAttributes (in SendMessage's request
         shape), MessageGroupId and MessageDeduplicationId. An unknown queue raises SQS's
         QueueDoesNotExist (query code AWS.SimpleQueueService.NonExistentQueue)."""
-        from .messages_api import send_one
         with self.lock:
             queue = self.queue_by_arn(arn)
             if queue is None:
