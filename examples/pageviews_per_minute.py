@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Page views per minute, from a stream of JSON clicks, with Spark Structured Streaming.
 
 A click is a JSON record with a `page` and its event time `ts`: Unix seconds, as the functions
@@ -6,11 +7,13 @@ in lambdas/ expect and `kinesim put clicks --generate clickstream` makes them ({
 one-minute tumbling windows of event time; a watermark lets Spark drop a window's state once
 clicks that late are no longer expected. Counts go to the console as they change (update mode).
 
-    kinesim serve &                                       # or: make serve
-    kinesim deploy template.yaml                          # creates the `clicks` stream
-    kinesim put clicks --generate clickstream --rate 50 &
-    python examples/pageviews_per_minute.py --stream clicks              # runs until Ctrl-C
-    python examples/pageviews_per_minute.py --stream clicks --available-now   # what is there, then stop
+    make serve &                                          # the server, and .venv with Spark in it
+    .venv/bin/kinesim deploy template.yaml                # creates the `clicks` stream
+    .venv/bin/kinesim put clicks --generate clickstream --rate 50/s &
+    .venv/bin/python examples/pageviews_per_minute.py --stream clicks              # runs until Ctrl-C
+    .venv/bin/python examples/pageviews_per_minute.py --stream clicks --available-now   # what is there, then stop
+
+(or, after `. .venv/bin/activate`, `examples/pageviews_per_minute.py --stream clicks`.)
 
 Each run starts from --starting-position; restarted with the same --checkpoint DIR, the query goes
 on after the last click it processed instead. Needs Java 17+ (Spark).

@@ -84,6 +84,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--firehose-s3-endpoint", default=d.firehose_s3_endpoint,
                    help="S3 endpoint URL that Firehose writes to for buckets not found in kinesim's own "
                         "object store (credentials from the usual AWS environment/config)")
+    p.add_argument("--spark", action="store_true",
+                   help="start a warm Spark Connect server now (else the first `kinesim sql` starts it); "
+                        "it stops with kinesim")
+    p.add_argument("--spark-memory", metavar="SIZE", help="the warm Spark server's driver memory, e.g. 4g")
 
 
 # The other commands: (module, one-line help). Each module has `configure(parser)`, `run(args)`,
@@ -157,12 +161,22 @@ def _main(argv: list[str] | None) -> int:
         return 2
     if args.command == "serve":
         from .server import serve
-        opts = {k: v for k, v in vars(args).items() if k != "command"}
+        opts = {k: v for k, v in vars(args).items() if k not in ("command", "spark", "spark_memory")}
         settings = Settings(**opts)
         logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                             stream=sys.stderr)
         _ctrl_c_raises()
-        serve(settings)
+        spark = None
+        if args.spark:
+            # It waits for the server to answer, then watches it: it also stops by itself after a kill -9.
+            from .analytics.connect_server import spawn, stop_process
+            host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+            spark = spawn(f"http://{host}:{settings.port}", args.spark_memory)
+        try:
+            serve(settings)
+        finally:
+            if spark is not None:
+                stop_process(spark)
         return 0
     module = importlib.import_module(COMMANDS[args.command][0])
     if not getattr(module, "HANDLES_CTRL_C", False):

@@ -22,6 +22,7 @@ runtime SQL settings of ``conf`` applied.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -155,6 +156,27 @@ def _quiet_pyspark_loggers() -> None:
         PySparkLogger.getLogger(name).disabled = True
 
 
+_scratch: list[str] = []
+
+
+def scratch_dir() -> str:
+    """Where Spark's own files go (the SQL warehouse, Derby's metastore_db and derby.log): a
+    temporary directory of this process, removed at exit, not the directory the user ran
+    `kinesim sql` in (Spark's default, which leaves `spark-warehouse/` behind). kinesim's tables
+    are views and the catalog is in memory, so nothing there outlives the session anyway."""
+    if not _scratch:
+        _scratch.append(tempfile.mkdtemp(prefix="kinesim-spark-"))
+        atexit.register(shutil.rmtree, _scratch[0], True)
+    return _scratch[0]
+
+
+def scratch_settings() -> tuple[dict[str, str], str]:
+    """The Spark settings and the driver JVM option that keep Spark's files in `scratch_dir()`."""
+    home = scratch_dir()
+    return ({"spark.sql.warehouse.dir": os.path.join(home, "warehouse")},
+            f"-Dderby.system.home={home}")
+
+
 def spark_session(master: str = "local[*]", app_name: str = "kinesim", *, log_level: str = "ERROR",
                   progress: bool = False, **conf: Any):
     """A SparkSession for kinesim's data; see the module docstring."""
@@ -175,8 +197,10 @@ def spark_session(master: str = "local[*]", app_name: str = "kinesim", *, log_le
         "spark.ui.showConsoleProgress": "true" if progress else "false",
         "spark.sql.session.timeZone": "UTC",
     }
+    scratch, derby_home = scratch_settings()
+    settings.update(scratch)
     settings.update({k: str(v) for k, v in conf.items()})
-    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j2_file(log_level)}"
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j2_file(log_level)} {derby_home}"
     if settings.get("spark.driver.extraJavaOptions"):
         java_opts = f"{settings['spark.driver.extraJavaOptions']} {java_opts}"
     settings["spark.driver.extraJavaOptions"] = java_opts

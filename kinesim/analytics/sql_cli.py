@@ -32,7 +32,9 @@ from typing import IO, Any, Iterator
 
 DESCRIPTION = __doc__
 EPILOG = """\
-Spark runs locally (--master local[*]) and needs Java 17+. Settings go to Spark as they are:
+Spark runs in a warm Spark Connect server kept by kinesim (started by the first query, ~20-40 s, reused
+afterwards; `--master local[*]` runs it in this process instead, `--remote sc://...` uses another one).
+It needs Java 17+. Settings go to Spark as they are:
   --conf spark.driver.memory=4g --conf spark.sql.shuffle.partitions=8
 
 Shell commands: \\tables (or .tables) lists the tables, \\refresh re-reads what was delivered,
@@ -63,7 +65,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="register only --table tables, not the delivery streams")
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT,
                         help=f"the kinesim server (default: $AWS_ENDPOINT_URL, else {DEFAULT_ENDPOINT})")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*], every core)")
+    parser.add_argument("--master", help="run Spark in this process with this master (local[*], spark://..., "
+                                         "yarn) instead of using kinesim's warm Spark Connect server")
+    parser.add_argument("--remote", help="a Spark Connect server to use (sc://host:port) instead of kinesim's")
+    parser.add_argument("--spark-memory", metavar="SIZE",
+                        help="driver memory of the warm Spark server when this command starts it (e.g. 4g)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
     parser.add_argument("--cache-dir", help="where decompressed copies of ZIP / snappy-java objects are kept "
                                             "(default: a temporary directory removed at exit)")
@@ -303,6 +309,31 @@ def _pairs(values: list[str], option: str) -> dict[str, str]:
     return out
 
 
+def _local_spark_running() -> bool:
+    """Whether this process already runs a classic Spark (run() called from Python next to
+    `spark_session()`): that one is used, as PySpark cannot mix it with a Connect client."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+    return SparkContext._active_spark_context is not None
+
+
+def _scratch_root() -> str:
+    """Where the warm server's state goes when only local --table directories are read."""
+    return os.path.join(os.path.expanduser("~"), ".kinesim", "s3")
+
+
+def remote_session(remote: str, conf: dict[str, str]) -> Any:
+    """A Spark Connect client session; runtime settings of `conf` applied to it."""
+    from pyspark.sql import SparkSession
+    from .session import _quiet_pyspark_loggers
+    _quiet_pyspark_loggers()
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    return spark
+
+
 class Session:
     """A running `kinesim sql`: the Spark session, its tables, and how results are shown."""
 
@@ -325,9 +356,17 @@ class Session:
         with spinner("asking kinesim for its delivery streams", self.err):
             sources, catalog = plan_tables(self.args.endpoint_url, tables=self.tables,
                                            streams=not self.args.no_streams)
-        with spinner("starting Spark", self.err):
-            self.spark = spark_session(self.args.master, "kinesim sql", log_level=self.args.log_level.upper(),
-                                       progress=self.err.isatty(), **self.conf)
+        if (self.args.master or _local_spark_running()) and not self.args.remote:
+            with spinner("starting Spark", self.err):
+                self.spark = spark_session(self.args.master or "local[*]", "kinesim sql", log_level=self.args.log_level.upper(),
+                                           progress=self.err.isatty(), **self.conf)
+        else:
+            from .connect_server import ensure
+            remote = self.args.remote or ensure(self.args.endpoint_url, catalog.s3_root or _scratch_root(),
+                                                self.args.spark_memory, self.say)
+            self.spark = remote_session(remote, self.conf)
+        # Per command (temp views live as long as this client's session): what was delivered
+        # until now, including objects written after the warm server started.
         self.register(sources, catalog)
 
     def register(self, sources: list | None = None, catalog: Any = None) -> None:
@@ -362,7 +401,10 @@ class Session:
                 self.say(self.tables_hint())
             return False
         except KeyboardInterrupt:
-            self.spark.sparkContext.cancelAllJobs()
+            if getattr(self.spark, "is_remote", lambda: False)() or not hasattr(self.spark, "sparkContext"):
+                self.spark.interruptAll()
+            else:
+                self.spark.sparkContext.cancelAllJobs()
             self.say("cancelled")
             return False
         return True

@@ -24,8 +24,9 @@ _POLL_S = 0.5
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("function", help="the function's name (or a log group's name, starting with /)")
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until Ctrl-C")
-    parser.add_argument("--since", default="1h", help="how far back to start: 30s, 10m, 2h, 1d (default 1h); "
-                                                      "'all' for everything kept")
+    # `aws logs tail` starts 10 minutes back too: a function logging for days prints a screenful.
+    parser.add_argument("--since", default="10m", help="how far back to start: 30s, 10m, 2h, 1d (default 10m, "
+                                                       "as `aws logs tail`); 'all' for everything kept")
     parser.add_argument("--filter-pattern", help="a CloudWatch Logs filter pattern: ERROR, '?ERROR ?WARN', "
                                                  "'{ $.level = \"error\" }', ...")
     parser.add_argument("--timestamps", action="store_true", help="prefix each line with its UTC time and log stream")

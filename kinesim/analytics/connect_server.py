@@ -1,0 +1,214 @@
+"""One warm Spark Connect server per kinesim server, so that `kinesim sql` answers in seconds.
+
+``ensure(endpoint_url, memory=None, say=None) -> "sc://127.0.0.1:PORT"``: the address of the
+Spark Connect server kept for the kinesim server at `endpoint_url`, started when none runs.
+
+The Spark server (PySpark's own ``SparkConnectServer`` class, run with ``spark-submit``) is the
+child of a small supervisor process (``python -m kinesim.analytics.connect_server ENDPOINT``)
+that outlives the `kinesim sql` which started it and stops Spark when the kinesim server stops
+answering its health check: Spark is "stopped with the server" whoever started it
+(`kinesim serve --spark` starts the same supervisor at once). Its state lives next to the
+server's buckets (``<data dir>/spark-connect/``): ``server.json`` (pid, port) once Spark listens,
+the warehouse and Derby metastore directories, and Spark's log (``spark.log``).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Callable
+
+STATE_FILE = "server.json"
+START_TIMEOUT_S = 180.0
+# Health checks the kinesim server may miss in a row (a busy machine) before Spark is stopped.
+MISSES_BEFORE_STOP = 5
+CHECK_EVERY_S = 2.0
+
+
+def state_dir(s3_root: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(s3_root)), "spark-connect")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def running(directory: str) -> str | None:
+    """The sc:// address of a Spark Connect server recorded in `directory` that still answers."""
+    try:
+        with open(os.path.join(directory, STATE_FILE)) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if _alive(int(state.get("pid", 0))) and _listening(int(state.get("port", 0))):
+        return f"sc://127.0.0.1:{state['port']}"
+    return None
+
+
+def _healthy(endpoint_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(endpoint_url.rstrip("/") + "/_kinesim/health", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def ensure(endpoint_url: str, s3_root: str, memory: str | None = None,
+           say: Callable[[str], None] | None = None) -> str:
+    """The warm server's address, starting it (and waiting for it) when none runs."""
+    directory = state_dir(s3_root)
+    os.makedirs(directory, exist_ok=True)
+    address = running(directory)
+    if address:
+        return address
+    # One starter at a time: two first queries at once share one Spark.
+    with open(os.path.join(directory, "start.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        address = running(directory)
+        if address:
+            return address
+        if say:
+            say("Spark is starting (first query takes ~20-40 s; later ones reuse it)...")
+        supervisor = spawn(endpoint_url, memory)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            address = running(directory)
+            if address:
+                return address
+            if supervisor.poll() is not None:
+                break
+            time.sleep(0.25)
+        raise RuntimeError(f"Spark Connect server did not start; see {os.path.join(directory, 'spark.log')}")
+
+
+def spawn(endpoint_url: str, memory: str | None = None) -> subprocess.Popen:
+    """Start the supervisor, detached from our terminal and process group (Ctrl-C on `kinesim sql`
+    must not stop the warm Spark)."""
+    command = [sys.executable, "-m", "kinesim.analytics.connect_server", endpoint_url]
+    if memory:
+        command += ["--memory", memory]
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _spark_command(directory: str, port: int, memory: str | None) -> list[str]:
+    import pyspark
+    from .session import _log4j2_file
+    home = os.path.dirname(pyspark.__file__)
+    warehouse = os.path.join(directory, "warehouse")
+    derby = os.path.join(directory, "derby")
+    conf = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={derby} "
+                                         f"-Dlog4j2.configurationFile=file:{_log4j2_file('warn')}",
+    }
+    command = [os.path.join(home, "bin", "spark-submit"), "--master", "local[*]", "--name", "kinesim-spark-connect",
+               "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
+    if memory:
+        command += ["--driver-memory", memory]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return command + ["spark-internal"]
+
+
+def supervise(endpoint_url: str, memory: str | None) -> int:
+    """Run Spark until the kinesim server at `endpoint_url` stops answering (or we are signalled)."""
+    from .session import check_java
+    from .tables import server_info
+    deadline = time.monotonic() + 60
+    while True:  # `kinesim serve --spark` starts us before it listens
+        try:
+            info = server_info(endpoint_url)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                return 1
+            time.sleep(0.5)
+    directory = state_dir(info["s3_root"])
+    os.makedirs(directory, exist_ok=True)
+    check_java()
+    port = _free_port()
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)
+    with open(os.path.join(directory, "spark.log"), "ab") as log:
+        spark = subprocess.Popen(_spark_command(directory, port, memory), cwd=directory, env=env,
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    stop = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.append(True))
+    state_path = os.path.join(directory, STATE_FILE)
+    recorded, misses = False, 0
+    try:
+        while not stop and spark.poll() is None:
+            if not recorded and _listening(port):
+                tmp = f"{state_path}.{os.getpid()}"
+                with open(tmp, "w") as f:
+                    json.dump({"pid": spark.pid, "port": port, "supervisor": os.getpid()}, f)
+                os.replace(tmp, state_path)
+                recorded = True
+            misses = 0 if _healthy(endpoint_url) else misses + 1
+            if misses >= MISSES_BEFORE_STOP:
+                break
+            time.sleep(0.25 if not recorded else CHECK_EVERY_S)
+    finally:
+        with contextlib.suppress(OSError):
+            if recorded:
+                os.unlink(state_path)
+        stop_process(spark)
+    return 0
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kinesim.analytics.connect_server")
+    parser.add_argument("endpoint_url")
+    parser.add_argument("--memory", help="the Spark driver's memory, e.g. 4g")
+    args = parser.parse_args(argv)
+    return supervise(args.endpoint_url, args.memory)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
