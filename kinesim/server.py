@@ -40,9 +40,14 @@ def serve(settings: Settings) -> None:
     server = OneProcessServer(
         "kinesim.edge:Edge", address=settings.host, port=settings.port, interface=Interfaces.WSGI,
         http=HTTPModes.auto, workers=1, log_enabled=settings.log_level == "debug",
-        # Threads are started as requests need them and end after 30 s idle: a thousand cost
-        # nothing until held requests (subscriptions, slow uploads) ask for them.
-        blocking_threads=settings.request_threads, backpressure=settings.request_threads)
+        # Threads are started as requests need them: a thousand cost nothing until held requests
+        # (subscriptions, slow uploads, long polls) ask for them. They are kept 600 s idle (granian's
+        # most), not its 30: the pool grows only when a request is queued, so a request handed to a
+        # thread that is just ending its idle time waits for the next request to arrive; with every
+        # other thread held (slow uploads), that can be never (a ListStreams behind 100 slow uploads
+        # hung 60 s in one CI run, when the module's first threads reached 30 s idle).
+        blocking_threads=settings.request_threads, backpressure=settings.request_threads,
+        blocking_threads_idle_timeout=600)
     try:
         server.serve(target_loader=lambda *a, **k: edge, wrap_loader=False)
     finally:
