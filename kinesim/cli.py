@@ -104,7 +104,10 @@ COMMANDS = {
             "put records to a stream from stdin (one per line) or a generator, like kafka-console-producer"),
     "tail": ("kinesim.console.tail", "print a stream's records as they arrive, like kafka-console-consumer"),
     "sql": ("kinesim.analytics.sql_cli",
-            "Spark SQL over what Firehose delivered, each delivery stream a table (needs Java 17+)"),
+            "Spark SQL over what Firehose delivered, each delivery stream a table (needs Java 17+); "
+            "--continuous: over live streams"),
+    "queries": ("kinesim.analytics.queries_cli",
+                "list, stop, resume or delete the continuous queries `kinesim sql --continuous --into` started"),
 }
 
 

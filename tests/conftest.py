@@ -1,6 +1,7 @@
 """Fixtures: a real kinesim server on a free port (a subprocess, as users run it) and boto3 clients."""
 from __future__ import annotations
 
+import time
 import uuid
 
 import boto3
@@ -66,3 +67,25 @@ def svc(tmp_path):
     service = make_service(tmp_path)
     yield service
     service.store.close()
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
+    """predicate()'s first true value, asked every `interval` s; fails after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="module")
+def local_spark():
+    """A classic Spark in this process, two cores, the "kinesim" data source registered."""
+    from kinesim.analytics.session import spark_session
+    from kinesim.analytics.streaming import register
+    session = spark_session("local[2]", "kinesim-tests", **{"spark.sql.shuffle.partitions": "2"})
+    register(session)
+    yield session
+    session.stop()

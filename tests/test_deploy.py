@@ -167,7 +167,8 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
                        "EnrichFunction": "created", "EnrichFunctionClicks": "created",
                        "ValidateFunctionRole": "ignored", "ValidateFunction": "created",
                        "ValidateFunctionClicks": "created", "ArchiveBucket": "created", "DeliveryRole": "ignored",
-                       "ClicksToS3": "created"}
+                       "ClicksToS3": "created", "PageViewsStream": "created", "PageViewsBucket": "created",
+                       "PageViewsToS3": "created"}
     assert "ClicksStreamArn          arn:aws:kinesis:us-east-1:000000000000:stream/clicks" in out
     assert "EnrichFunctionName       clicks-enrich" in out
     assert "ArchiveBucketName        clicks-archive" in out
@@ -233,7 +234,7 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
     assert code == 1
     assert "resource ArchiveBucket (AWS::S3::Bucket): DeleteBucket failed: BucketNotEmpty" in err
     assert "aws s3 rm s3://clicks-archive --recursive" in err and "DeletionPolicy: Retain" in err
-    assert set(actions.values()) == {"deleted", "ignored"} and len(actions) == 10 and "ArchiveBucket" not in actions
+    assert set(actions.values()) == {"deleted", "ignored"} and len(actions) == 13 and "ArchiveBucket" not in actions
     order = list(actions)
     assert order.index("EnrichFunctionClicks") < order.index("EnrichFunction") < order.index("ClicksEnrichedStream")
     assert order.index("ValidateFunctionClicks") < order.index("ClicksStream")

@@ -178,7 +178,9 @@ def test_sam_transform_of_the_root_template():
         "EnrichFunctionClicks": "AWS::Lambda::EventSourceMapping",
         "ValidateFunction": "AWS::Lambda::Function", "ValidateFunctionRole": "AWS::IAM::Role",
         "ValidateFunctionClicks": "AWS::Lambda::EventSourceMapping", "ArchiveBucket": "AWS::S3::Bucket",
-        "DeliveryRole": "AWS::IAM::Role", "ClicksToS3": "AWS::KinesisFirehose::DeliveryStream"}
+        "DeliveryRole": "AWS::IAM::Role", "ClicksToS3": "AWS::KinesisFirehose::DeliveryStream",
+        "PageViewsStream": "AWS::Kinesis::Stream", "PageViewsBucket": "AWS::S3::Bucket",
+        "PageViewsToS3": "AWS::KinesisFirehose::DeliveryStream"}
     enrich = out["Resources"]["EnrichFunction"]["Properties"]
     # The local CodeUri comes back as an absolute path, not the s3:// placeholder.
     assert enrich["Code"] == str(ROOT / "lambdas" / "enrich")
@@ -327,7 +329,9 @@ def test_dependency_order_of_the_root_template(tmp_path):
     assert dependencies["EnrichFunctionClicks"] == ["ClicksStream", "EnrichFunction"]
     assert dependencies["EnrichFunction"] == ["ClicksEnrichedStream", "EnrichFunctionRole"]
     assert dependencies["ClicksToS3"] == ["ArchiveBucket", "ClicksEnrichedStream", "DeliveryRole"]
-    assert dependencies["DeliveryRole"] == ["ArchiveBucket", "ClicksEnrichedStream"]
+    assert dependencies["DeliveryRole"] == ["ArchiveBucket", "ClicksEnrichedStream", "PageViewsBucket",
+                                            "PageViewsStream"]
+    assert dependencies["PageViewsToS3"] == ["DeliveryRole", "PageViewsBucket", "PageViewsStream"]
     order = creation_order(dependencies, list(dependencies))
     for before, after in [("ClicksStream", "EnrichFunctionClicks"), ("EnrichFunction", "EnrichFunctionClicks"),
                           ("ClicksEnrichedStream", "EnrichFunction"), ("EnrichFunctionRole", "EnrichFunction"),

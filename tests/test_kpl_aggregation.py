@@ -13,14 +13,13 @@ import hashlib
 import io
 import json
 import os
-import time
 import uuid
 import zipfile
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import client_for, make_service, start_server
+from conftest import client_for, make_service, start_server, wait_for
 from firehose.source import KinesisSource
 from kinesim.kinesis import aggregation
 from kinesim.kinesis.service import OPERATIONS
@@ -155,16 +154,6 @@ def clients(agg_server):
     url = agg_server.url
     return SimpleNamespace(kinesis=client_for(url), firehose=client_for(url, "firehose"),
                            lambda_=client_for(url, "lambda"), s3=client_for(url, "s3", s3={"addressing_style": "path"}))
-
-
-def wait_for(predicate, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def delivered(s3, bucket: str) -> bytes:

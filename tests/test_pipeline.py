@@ -25,11 +25,11 @@ EVENTS = 3000
 SEED = 11
 
 
-def kinesim(url: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def kinesim(url: str, *args: str, timeout: float = 300, input: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test",
                AWS_DEFAULT_REGION="us-east-1")
     out = subprocess.run([sys.executable, "-m", "kinesim", *args], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=timeout)
+                         text=True, timeout=timeout, input=input)
     assert out.returncode == 0, f"kinesim {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}"
     return out
 
@@ -67,3 +67,53 @@ def test_readme_pipeline_gives_exact_counts(pipeline_server):
     assert {row["page_category"] for row in rows} <= {"home", "product", "cart", "checkout", "search", "content",
                                                         "support", "account", "other"}
     assert sum(row["views"] for row in rows) == EVENTS
+
+
+def clicks_in(url: str) -> list[dict]:
+    """Every click on the `clicks` stream, read from its start."""
+    import boto3
+    kinesis = boto3.client("kinesis", endpoint_url=url, region_name="us-east-1", aws_access_key_id="test",
+                           aws_secret_access_key="test")
+    out = []
+    for shard in kinesis.list_shards(StreamName="clicks")["Shards"]:
+        iterator = kinesis.get_shard_iterator(StreamName="clicks", ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        while True:
+            page = kinesis.get_records(ShardIterator=iterator)
+            out += [json.loads(r["Data"]) for r in page["Records"]]
+            if page["MillisBehindLatest"] == 0:
+                break
+            iterator = page["NextShardIterator"]
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_views_per_minute_query_feeds_an_archived_stream(pipeline_server):
+    """The seeds' classic pipeline: clicks -> a continuous windowed count -> a stream -> Firehose ->
+    S3 -> SQL, with the exact number of views per page and minute of event time."""
+    url = pipeline_server.url
+    kinesim(url, "deploy", "template.yaml")
+    if not clicks_in(url):
+        kinesim(url, "put", "clicks", "--generate", "clickstream", "--count", str(EVENTS), "--seed", str(SEED))
+    clicks = clicks_in(url)
+    # A click ten minutes later moves the watermark past every minute of the others.
+    closing = {"user_id": "u-close", "page": "/closing", "ts": max(c["ts"] for c in clicks) + 600}
+    kinesim(url, "put", "clicks", "--key-field", "user_id", input=json.dumps(closing) + "\n")
+    expected = Counter((c["page"], int(c["ts"] // 60 * 60)) for c in clicks)
+
+    kinesim(url, "sql", "--continuous", "--name", "views-per-minute", "--into", "page-views-per-minute",
+            "--event-time", "ts", "--watermark", "1 minute", "--starting-position", "TRIM_HORIZON",
+            "--partition-key", "page",
+            "SELECT page, window.start AS minute, count(*) AS views FROM STREAM clicks "
+            "GROUP BY window(ts, '1 minute'), page")
+    deadline = time.time() + 300
+    while delivered(url, "page-views-archive") < len(expected) and time.time() < deadline:
+        time.sleep(0.5)
+    assert delivered(url, "page-views-archive") == len(expected)
+
+    out = kinesim(url, "sql", "--format", "json",
+                  "SELECT page, unix_timestamp(to_timestamp(minute)) AS minute, views FROM page_views_archive")
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    assert Counter({(r["page"], r["minute"]): r["views"] for r in rows}) == expected
+    assert len(rows) == len(expected)  # each window once
+    kinesim(url, "queries", "delete", "views-per-minute")

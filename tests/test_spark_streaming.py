@@ -19,8 +19,7 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
 
-from kinesim.analytics import spark_session  # noqa: E402
-from kinesim.analytics.streaming import KinesimStreamReader, register  # noqa: E402
+from kinesim.analytics.streaming import KinesimStreamReader  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -28,11 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[2]", "kinesim-tests", **{"spark.sql.shuffle.partitions": "2"})
-    register(session)
-    yield session
-    session.stop()
+def spark(local_spark):
+    return local_spark
 
 
 def put(kinesis, stream: str, records: list[tuple[str, bytes]]) -> list[dict]:

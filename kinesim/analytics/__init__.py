@@ -6,8 +6,9 @@ From the command line, ``kinesim sql "SELECT ..."`` (`sql_cli`). From Python::
     spark = connect()                        # or connect("http://localhost:4566", tables={...})
     spark.sql("SELECT page, count(*) FROM clicks_archive GROUP BY page").show()
 
-- ``connect(endpoint_url=None, *, tables=None, streams=True, master="local[*]", app_name="kinesim",
-  cache_dir=None, **conf) -> SparkSession``: a local session (`session.spark_session`) with every
+- ``connect(endpoint_url=None, *, tables=None, streams=True, master=None, remote=None, memory=None,
+  app_name="kinesim", cache_dir=None, **conf) -> SparkSession``: a client session of kinesim's warm
+  Spark Connect server (or, with ``master``, a classic session in this process) with every
   delivery stream of the server registered as a temp view (`tables.register_tables`), plus
   ``tables`` ({name: "s3://bucket/prefix"}). Needs Java 17+ (`session.JavaNotFoundError`
   otherwise) and a running server (`tables.ServerUnreachable`).
@@ -53,6 +54,7 @@ hadoop-snappy, Parquet, ORC).
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -69,14 +71,33 @@ def register_tables(spark: Any, endpoint_url: str | None = None, **kwargs: Any):
 
 
 def connect(endpoint_url: str | None = None, *, tables: dict[str, str] | None = None, streams: bool = True,
-            master: str = "local[*]", app_name: str = "kinesim", cache_dir: str | None = None, **conf: Any):
-    """A SparkSession with every delivery stream (and ``tables``) registered as a temp view."""
-    from .session import spark_session as make
-    from .tables import plan_tables, register_sources
-    sources, catalog = plan_tables(endpoint_url, tables=tables, streams=streams)  # fails fast, before Spark starts
-    spark = make(master, app_name, **conf)
-    register_sources(spark, sources, catalog, cache_dir)
+            master: str | None = None, remote: str | None = None, memory: str | None = None,
+            app_name: str = "kinesim", cache_dir: str | None = None, **conf: Any):
+    """A SparkSession with every delivery stream (and ``tables``) registered as a temp view.
+
+    By default a client of kinesim's warm Spark Connect server (`connect_server`: started when none
+    runs, ~20-40 s once, then seconds), the one `kinesim sql` uses; ``remote="sc://..."`` another
+    Spark Connect server; ``master="local[*]"`` (or a cluster's) a classic Spark in this process,
+    as when this process already runs one (PySpark cannot mix the two).
+    ``memory`` is the warm server's driver memory when this call starts it. Every session reads
+    streams too: ``spark.readStream.format("kinesim")``."""
     import logging
+    from .tables import plan_tables, register_sources
+    log = logging.getLogger("kinesim.analytics")
+    sources, catalog = plan_tables(endpoint_url, tables=tables, streams=streams)  # fails fast, before Spark starts
+    from .remote import local_spark_running, remote_session, scratch_root
+    if (master or local_spark_running()) and not remote:
+        from .session import spark_session as make
+        spark = make(master or "local[*]", app_name, **conf)
+    else:
+        from .connect_server import ensure
+        from .streaming import register
+        from .tables import DEFAULT_ENDPOINT
+        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT
+        address = remote or ensure(endpoint, catalog.s3_root or scratch_root(), memory, log.warning)
+        spark = remote_session(address, {k: str(v) for k, v in conf.items()})
+        register(spark)
+    register_sources(spark, sources, catalog, cache_dir)
     for note in catalog.notes:
-        logging.getLogger("kinesim.analytics").warning("%s", note)
+        log.warning("%s", note)
     return spark

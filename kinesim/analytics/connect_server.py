@@ -22,11 +22,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from typing import Callable
 
 STATE_FILE = "server.json"
+SUPERVISOR_LOCK = "supervisor.lock"
 START_TIMEOUT_S = 180.0
 # Health checks the kinesim server may miss in a row (a busy machine) before Spark is stopped.
 MISSES_BEFORE_STOP = 5
@@ -97,16 +99,28 @@ def ensure(endpoint_url: str, s3_root: str, memory: str | None = None,
             return address
         if say:
             say("Spark is starting (first query takes ~20-40 s; later ones reuse it)...")
-        supervisor = spawn(endpoint_url, memory)
+        # A supervisor may be starting Spark already (`kinesim serve --spark`): wait for it.
+        supervisor = None if _supervised(directory) else spawn(endpoint_url, memory)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             address = running(directory)
             if address:
                 return address
-            if supervisor.poll() is not None:
+            # Ours may have lost the race to another supervisor: then that one is waited for.
+            if (supervisor is None or supervisor.poll() is not None) and not _supervised(directory):
                 break
             time.sleep(0.25)
         raise RuntimeError(f"Spark Connect server did not start; see {os.path.join(directory, 'spark.log')}")
+
+
+def _supervised(directory: str) -> bool:
+    """Whether a supervisor holds the directory (it keeps SUPERVISOR_LOCK locked while it lives)."""
+    try:
+        with open(os.path.join(directory, SUPERVISOR_LOCK), "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+    except BlockingIOError:
+        return True
 
 
 def spawn(endpoint_url: str, memory: str | None = None) -> subprocess.Popen:
@@ -133,6 +147,9 @@ def _spark_command(directory: str, port: int, memory: str | None) -> list[str]:
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.warehouse.dir": warehouse,
+        # Continuous queries live in a session no client may touch for days; Spark's default drops
+        # an idle session (and stops its streaming queries) after 60 minutes.
+        "spark.connect.session.manager.defaultSessionTimeout": "3650d",
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={derby} "
                                          f"-Dlog4j2.configurationFile=file:{_log4j2_file('warn')}",
     }
@@ -160,6 +177,12 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
             time.sleep(0.5)
     directory = state_dir(info["s3_root"])
     os.makedirs(directory, exist_ok=True)
+    # One supervisor (one Spark) per data directory, held until this process ends.
+    held = open(os.path.join(directory, SUPERVISOR_LOCK), "a")
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0
     check_java()
     port = _free_port()
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
@@ -180,6 +203,8 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
                     json.dump({"pid": spark.pid, "port": port, "supervisor": os.getpid()}, f)
                 os.replace(tmp, state_path)
                 recorded = True
+                threading.Thread(target=_resume_queries, args=(port, directory),
+                                 daemon=True).start()
             misses = 0 if _healthy(endpoint_url) else misses + 1
             if misses >= MISSES_BEFORE_STOP:
                 break
@@ -190,6 +215,20 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
                 os.unlink(state_path)
         stop_process(spark)
     return 0
+
+
+def _resume_queries(port: int, directory: str) -> None:
+    """Continuous queries that were running when Spark last stopped go on from their checkpoints
+    (what happened is written to spark.log)."""
+    from .continuous import queries_dir, resume_all
+
+    def log(text: str) -> None:
+        with open(os.path.join(directory, "spark.log"), "a") as f:
+            f.write(f"{time.strftime('%H:%M:%S')} kinesim: {text}\n")
+    try:
+        resume_all(f"sc://127.0.0.1:{port}", queries_dir(directory), log=log)
+    except Exception as error:  # noqa: BLE001 - Spark stays up for `kinesim sql` whatever happens here
+        log(f"could not resume continuous queries: {error}")
 
 
 def stop_process(process: subprocess.Popen) -> None:

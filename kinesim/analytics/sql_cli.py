@@ -6,6 +6,9 @@
   kinesim sql --output top.parquet "SELECT ..."
   kinesim sql --table raw=s3://my-bucket/raw/ "SELECT count(*) FROM raw"
   echo "SHOW TABLES; SELECT ..." | kinesim sql
+  kinesim sql --continuous --print "SELECT * FROM STREAM clicks WHERE page LIKE '/cart%'"
+  kinesim sql --continuous --name views --into page-views --event-time ts --watermark "1 minute" \
+      "SELECT page, window.start AS minute, count(*) AS views FROM STREAM clicks GROUP BY window(ts, '1 minute'), page"
 
 Every delivery stream of the server becomes a temp view named after it (dashes and dots become
 underscores: `clicks-archive` -> `clicks_archive`), read from the objects it delivered: JSON
@@ -16,19 +19,17 @@ Tables are a snapshot taken at start (`\\refresh` in the shell takes a new one).
 from __future__ import annotations
 
 import argparse
-import base64
-import csv
-import datetime as dt
-import decimal
 import itertools
-import json
-import math
 import os
 import sys
 import threading
 import time
 from contextlib import contextmanager
 from typing import IO, Any, Iterator
+
+from .remote import local_spark_running, remote_session, scratch_root
+from .results import (ascii_table, condition, output_format, pairs, print_result, spark_error, spark_errors,
+                      write_result)
 
 DESCRIPTION = __doc__
 EPILOG = """\
@@ -75,6 +76,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                                             "(default: a temporary directory removed at exit)")
     parser.add_argument("--log-level", choices=("error", "warn", "info"), default="error",
                         help="Spark's log level on stderr (default: error)")
+    from .queries_cli import add_continuous_arguments
+    add_continuous_arguments(parser)
     return parser
 
 
@@ -120,158 +123,6 @@ def _has_sql(text: str) -> bool:
             return bool(text)
 
 
-# ---------------------------------------------------------------------------- values and output
-
-def cell(value: Any) -> str:
-    """A value as Spark's show() writes it (NULL, true, [a, b], {a, b}, {k -> v})."""
-    from pyspark.sql import Row
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Row):
-        return "{" + ", ".join(cell(v) for v in value) + "}"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{cell(k)} -> {cell(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(cell(v) for v in value) + "]"
-    if isinstance(value, (bytes, bytearray)):
-        return "[" + " ".join(f"{b:02X}" for b in value) + "]"
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    return str(value)
-
-
-def jsonable(value: Any) -> Any:
-    """A value for json.dumps, as Spark's JSON writer gives it (binary as base64, times as ISO text)."""
-    from pyspark.sql import Row
-    if isinstance(value, Row):
-        return {k: jsonable(v) for k, v in zip(value.__fields__, value)}
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(value).decode()
-    if isinstance(value, dt.timedelta):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        # Not JSON numbers: Spark's JSON writer gives them as text too.
-        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-    return value
-
-
-def _csv_cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    converted = jsonable(value)
-    return json.dumps(converted, ensure_ascii=False) if isinstance(converted, (dict, list)) else converted
-
-
-def ascii_table(columns: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
-    """Rows under a header in a box of +, - and |, nothing truncated; numbers right-aligned."""
-    rows = [[c.replace("\n", "\\n") for c in row] for row in rows]
-    widths = [max([len(name)] + [len(row[i]) for row in rows]) for i, name in enumerate(columns)]
-    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-
-    def line(values: list[str], header: bool = False) -> str:
-        cells = (v.rjust(w) if numeric[i] and not header else v.ljust(w)
-                 for i, (v, w) in enumerate(zip(values, widths)))
-        return "|" + "|".join(f" {c} " for c in cells) + "|"
-    return "\n".join([rule, line(columns, True), rule, *(line(r) for r in rows), rule]) + "\n"
-
-
-def _numeric(df: Any) -> list[bool]:
-    from pyspark.sql.types import NumericType
-    return [isinstance(f.dataType, NumericType) for f in df.schema.fields]
-
-
-def print_result(df: Any, fmt: str, out: IO[str]) -> int:
-    """Print a DataFrame's rows; returns how many."""
-    columns = df.columns
-    if not columns:
-        return 0  # a command (CREATE VIEW, SET x=y ...) with nothing to show
-    if fmt == "table":
-        rows = df.collect()
-        out.write(ascii_table(columns, [[cell(v) for v in row] for row in rows], _numeric(df)))
-        return len(rows)
-    count = 0
-    if fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        for count, row in enumerate(df.toLocalIterator(), 1):
-            writer.writerow([_csv_cell(v) for v in row])
-    else:
-        for count, row in enumerate(df.toLocalIterator(), 1):
-            out.write(json.dumps({k: jsonable(v) for k, v in zip(columns, row)}, ensure_ascii=False) + "\n")
-    out.flush()
-    return count
-
-
-def output_format(path: str, given: str | None) -> str:
-    if given:
-        return given
-    ext = os.path.splitext(path)[1].lower()
-    found = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json"}.get(ext)
-    if found is None:
-        raise ValueError(f"--output {path}: say the format with --output-format (parquet, csv or json) or use "
-                         ".parquet, .csv or .json")
-    return found
-
-
-def write_result(df: Any, path: str, fmt: str) -> int:
-    """Write a result as one file (Parquet through Arrow, CSV, or JSON lines); returns the row count."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-        table = df.toArrow()
-        pq.write_table(table, tmp)
-        count = table.num_rows
-    else:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            count = print_result(df, fmt, f)
-    os.replace(tmp, path)
-    return count
-
-
-# ---------------------------------------------------------------------------- errors and progress
-
-def spark_error(err: BaseException) -> str:
-    """What went wrong, in Spark's words, without a Java stack trace or query plan."""
-    from pyspark.errors import AnalysisException, ParseException, PySparkException
-    from py4j.protocol import Py4JJavaError
-    if isinstance(err, ParseException):
-        return str(err).strip()  # its message shows the statement with a caret
-    if isinstance(err, AnalysisException):
-        return err.getMessage().strip()
-    if isinstance(err, PySparkException):
-        return str(err).strip()
-    if isinstance(err, Py4JJavaError):
-        message = str(err.java_exception.getMessage() or err.java_exception.toString())
-        return "\n".join(message.strip().splitlines()[:3])
-    return f"{type(err).__name__}: {err}"
-
-
-def _condition(err: BaseException) -> str | None:
-    """Spark's error condition (TABLE_OR_VIEW_NOT_FOUND, ...), if it has one."""
-    try:
-        return err.getCondition()  # type: ignore[attr-defined]
-    except Exception:
-        return None
-
-
-def _spark_errors() -> tuple[type[BaseException], ...]:
-    from pyspark.errors import PySparkException
-    from py4j.protocol import Py4JJavaError
-    return PySparkException, Py4JJavaError
-
-
 @contextmanager
 def spinner(text: str, stream: IO[str]) -> Iterator[None]:
     """A spinner with `text` on `stream` while the block runs, only on a terminal."""
@@ -299,48 +150,13 @@ def spinner(text: str, stream: IO[str]) -> Iterator[None]:
 
 # ---------------------------------------------------------------------------- the command
 
-def _pairs(values: list[str], option: str) -> dict[str, str]:
-    out = {}
-    for value in values:
-        name, sep, rest = value.partition("=")
-        if not sep or not name.strip() or not rest:
-            raise ValueError(f"{option} {value!r}: expected NAME=VALUE")
-        out[name.strip()] = rest
-    return out
-
-
-def _local_spark_running() -> bool:
-    """Whether this process already runs a classic Spark (run() called from Python next to
-    `spark_session()`): that one is used, as PySpark cannot mix it with a Connect client."""
-    if "pyspark" not in sys.modules:
-        return False
-    from pyspark import SparkContext
-    return SparkContext._active_spark_context is not None
-
-
-def _scratch_root() -> str:
-    """Where the warm server's state goes when only local --table directories are read."""
-    return os.path.join(os.path.expanduser("~"), ".kinesim", "s3")
-
-
-def remote_session(remote: str, conf: dict[str, str]) -> Any:
-    """A Spark Connect client session; runtime settings of `conf` applied to it."""
-    from pyspark.sql import SparkSession
-    from .session import _quiet_pyspark_loggers
-    _quiet_pyspark_loggers()
-    spark = SparkSession.builder.remote(remote).getOrCreate()
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    return spark
-
-
 class Session:
     """A running `kinesim sql`: the Spark session, its tables, and how results are shown."""
 
     def __init__(self, args: argparse.Namespace, out: IO[str], err: IO[str]):
         self.args, self.out, self.err = args, out, err
-        self.tables = _pairs(args.table, "--table")
-        self.conf = _pairs(args.conf, "--conf")
+        self.tables = pairs(args.table, "--table")
+        self.conf = pairs(args.conf, "--conf")
         self.spark: Any = None
         self.catalog: Any = None
 
@@ -356,13 +172,13 @@ class Session:
         with spinner("asking kinesim for its delivery streams", self.err):
             sources, catalog = plan_tables(self.args.endpoint_url, tables=self.tables,
                                            streams=not self.args.no_streams)
-        if (self.args.master or _local_spark_running()) and not self.args.remote:
+        if (self.args.master or local_spark_running()) and not self.args.remote:
             with spinner("starting Spark", self.err):
                 self.spark = spark_session(self.args.master or "local[*]", "kinesim sql", log_level=self.args.log_level.upper(),
                                            progress=self.err.isatty(), **self.conf)
         else:
             from .connect_server import ensure
-            remote = self.args.remote or ensure(self.args.endpoint_url, catalog.s3_root or _scratch_root(),
+            remote = self.args.remote or ensure(self.args.endpoint_url, catalog.s3_root or scratch_root(),
                                                 self.args.spark_memory, self.say)
             self.spark = remote_session(remote, self.conf)
         # Per command (temp views live as long as this client's session): what was delivered
@@ -395,9 +211,9 @@ class Session:
                 count = print_result(df, self.args.format, self.out)
                 if self.err.isatty() and df.columns:
                     self.err.write(f"({count} row{'s' * (count != 1)}, {time.monotonic() - started:.1f} s)\n")
-        except _spark_errors() as error:
+        except spark_errors() as error:
             self.say(f"error: {spark_error(error)}")
-            if _condition(error) == "TABLE_OR_VIEW_NOT_FOUND":
+            if condition(error) == "TABLE_OR_VIEW_NOT_FOUND":
                 self.say(self.tables_hint())
             return False
         except KeyboardInterrupt:
@@ -519,6 +335,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
     from .session import JavaNotFoundError
     from .tables import ServerUnreachable
     out, err, stdin = out or sys.stdout, err or sys.stderr, stdin or sys.stdin
+    if getattr(args, "continuous", False):
+        from .queries_cli import run_continuous
+        return run_continuous(args, out, err)
     try:
         session = Session(args, out, err)
         if args.output:
@@ -540,7 +359,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
     except (ServerUnreachable, LookupError) as error:
         session.say(str(error))
         return 1
-    except _spark_errors() as error:
+    except spark_errors() as error:
         session.say(f"error: {spark_error(error)}")
         return 1
     if shell:

@@ -8,6 +8,7 @@
     snapshot = spark.read.format("kinesim").option("stream", "clicks").load()   # everything in it now
 
 Columns: data (binary), partitionKey, sequenceNumber, shardId (strings), approximateArrivalTimestamp.
+The same format name writes: `df.write` / `df.writeStream.format("kinesim")` is sink.py's sink.
 
 Options:
   stream                  name or ARN (required)
@@ -61,9 +62,12 @@ import botocore.utils
 import pyarrow as pa
 from botocore.config import Config
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
+                                    DataSourceWriter, InputPartition)
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
+
+from .sink import KinesimStreamWriter, KinesimWriter
 
 SCHEMA = ("data binary, partitionKey string, sequenceNumber string, shardId string, "
           "approximateArrivalTimestamp timestamp")
@@ -104,9 +108,10 @@ class Connection:
 
 
 @functools.lru_cache(maxsize=16)
-def client(conn: Connection) -> Any:
+def client(conn: Connection, service: str = "kinesis", max_attempts: int = 10) -> Any:
     """One boto3 client per connection and process (a client costs ~50 ms to build; Python workers
-    are reused across tasks)."""
+    are reused across tasks). The sink (sink.py) asks for a "firehose" client too, and for
+    max_attempts=1: it retries throttled records itself."""
     core = botocore.session.get_session()
     # Arrival times stay epoch seconds: botocore's default makes each a datetime in dateutil's
     # tzlocal, which is half the cost of parsing a GetRecords page.
@@ -121,9 +126,9 @@ def client(conn: Connection) -> Any:
     if key is None and session.get_credentials() is None:
         key = secret = "kinesim"   # kinesim checks a signature's shape, not the key
     # Standard retry mode retries throttling (ProvisionedThroughputExceededException) with back-off.
-    return session.client("kinesis", endpoint_url=conn.endpoint_url, region_name=conn.region,
+    return session.client(service, endpoint_url=conn.endpoint_url, region_name=conn.region,
                           aws_access_key_id=key, aws_secret_access_key=secret,
-                          config=Config(retries={"mode": "standard", "max_attempts": 10}))
+                          config=Config(retries={"mode": "standard", "max_attempts": max_attempts}))
 
 
 def epoch_seconds(value: Any) -> float:
@@ -383,7 +388,8 @@ class KinesimBatchReader(DataSourceReader):
 
 
 class KinesimDataSource(DataSource):
-    """`format("kinesim")`: a stream's records, as a batch or a streaming DataFrame."""
+    """`format("kinesim")`: a stream's records, as a batch or a streaming DataFrame; and the sink
+    into a stream or a delivery stream (sink.py)."""
 
     @classmethod
     def name(cls) -> str:
@@ -397,6 +403,13 @@ class KinesimDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KinesimStreamReader(self.options)
+
+    # Writing: sink.py, with this module's connection (endpoint, region, credentials) and clients.
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return KinesimWriter(self.options, schema, overwrite, Connection.from_options, client)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return KinesimStreamWriter(self.options, schema, overwrite, Connection.from_options, client)
 
 
 def register(spark: SparkSession) -> None:
