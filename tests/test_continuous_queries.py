@@ -153,6 +153,16 @@ def test_windowed_counts_are_exact_late_events_dropped_and_resume_goes_on(tmp_pa
         produced[("/e", 12)] = 3
         assert Output(kinesis, "minutes").wait_for(set(produced)) == produced
 
+        # Its output stream deleted, the next window cannot be put: the query fails, and says why.
+        kinesis.delete_stream(StreamName="minutes")
+        put(kinesis, "events", clicks(18, "/g", 1))
+        deadline = time.monotonic() + 180
+        while state(server.url) != "failed":
+            assert time.monotonic() < deadline, "the query did not fail"
+            time.sleep(1)
+        shown = json.loads(kinesim(server.url, "queries", "show", "per-minute").stdout)
+        assert "minutes" in shown["error"], shown["error"]
+
         deleted = kinesim(server.url, "queries", "delete", "per-minute")
         assert deleted.returncode == 0, deleted.stderr
         assert kinesim(server.url, "queries", "--format", "json").stdout == ""

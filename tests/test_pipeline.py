@@ -96,24 +96,34 @@ def test_views_per_minute_query_feeds_an_archived_stream(pipeline_server):
     if not clicks_in(url):
         kinesim(url, "put", "clicks", "--generate", "clickstream", "--count", str(EVENTS), "--seed", str(SEED))
     clicks = clicks_in(url)
+    deadline = time.time() + 120  # the archive is the join's table: all of it delivered first
+    while delivered(url, "clicks-archive") < len(clicks) and time.time() < deadline:
+        time.sleep(0.5)
     # A click ten minutes later moves the watermark past every minute of the others.
     closing = {"user_id": "u-close", "page": "/closing", "ts": max(c["ts"] for c in clicks) + 600}
     kinesim(url, "put", "clicks", "--key-field", "user_id", input=json.dumps(closing) + "\n")
-    expected = Counter((c["page"], int(c["ts"] // 60 * 60)) for c in clicks)
+    expected = Counter((c["page"], int(c["ts"] // 60 * 60)) for c in clicks)  # the closing click has no category
 
     kinesim(url, "sql", "--continuous", "--name", "views-per-minute", "--into", "page-views-per-minute",
             "--event-time", "ts", "--watermark", "1 minute", "--starting-position", "TRIM_HORIZON",
             "--partition-key", "page",
-            "SELECT page, window.start AS minute, count(*) AS views FROM STREAM clicks "
-            "GROUP BY window(ts, '1 minute'), page")
+            # A stream-table join: each page's category, from the archive's partition directories.
+            "SELECT c.page, a.page_category, window.start AS minute, count(*) AS views FROM STREAM clicks c "
+            "JOIN (SELECT DISTINCT page, page_category FROM clicks_archive) a ON c.page = a.page "
+            "GROUP BY window(c.ts, '1 minute'), c.page, a.page_category")
     deadline = time.time() + 300
     while delivered(url, "page-views-archive") < len(expected) and time.time() < deadline:
         time.sleep(0.5)
-    assert delivered(url, "page-views-archive") == len(expected)
+    assert delivered(url, "page-views-archive") == len(expected), \
+        kinesim(url, "queries", "show", "views-per-minute").stdout[-3000:]
 
     out = kinesim(url, "sql", "--format", "json",
-                  "SELECT page, unix_timestamp(to_timestamp(minute)) AS minute, views FROM page_views_archive")
+                  "SELECT page, page_category, unix_timestamp(to_timestamp(minute)) AS minute, views "
+                  "FROM page_views_archive")
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    categories = {json.loads(line)["page"]: json.loads(line)["page_category"] for line in kinesim(
+        url, "sql", "--format", "json", "SELECT DISTINCT page, page_category FROM clicks_archive").stdout.splitlines()}
+    assert all(r["page_category"] == categories[r["page"]] for r in rows)
     assert Counter({(r["page"], r["minute"]): r["views"] for r in rows}) == expected
     assert len(rows) == len(expected)  # each window once
     kinesim(url, "queries", "delete", "views-per-minute")

@@ -49,6 +49,9 @@ NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 # `FROM STREAM clicks`, `JOIN STREAM "clicks-enriched"`, with backquotes for any name.
 STREAM_REF = re.compile(r"\b(FROM|JOIN)(\s+)STREAM\s+(`[^`]+`|[A-Za-z0-9_.:/-]+)", re.IGNORECASE)
 OUTPUT_MODES = ("append", "update", "complete")
+LOG_TAIL_BYTES = 4 << 20
+LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d [A-Z]+ ")          # a new line of Spark's log (connect_server's layout)
+PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*: ")
 # State partitions of a new query (Spark keeps the number in its checkpoint). Spark's default, 200,
 # is for clusters: here each micro-batch of a windowed count committed 200 state stores, 30 s.
 SHUFFLE_PARTITIONS = "4"
@@ -76,7 +79,8 @@ class Query:
     partition_key: str | None = None
     tables: dict[str, str] = field(default_factory=dict)
     running: bool = True                  # what the user asked for last (start/resume or stop)
-    query_id: str | None = None
+    query_id: str | None = None           # Spark's id (kept in the checkpoint) and this run's
+    run_id: str | None = None
     error: str | None = None
 
     @classmethod
@@ -278,7 +282,8 @@ def plan(spark: Any, query: Query, directory: str) -> Any:
         if stream not in query.schemas:
             query.schemas[stream] = infer_schema(spark, query, stream, directory)
     sources, catalog = plan_tables(query.endpoint_url, tables=query.tables, streams=True)
-    register_sources(spark, sources, catalog)
+    # The views' link tree lives with the query, not with the command that started it.
+    register_sources(spark, sources, catalog, tree_root=os.path.join(directory, query.name, "tables"))
     for stream in streams:
         stream_frame(spark, query, stream).createOrReplaceTempView(view_name(stream))
     frame = spark.sql(rewrite(query.sql))
@@ -331,6 +336,32 @@ def active(spark: Any) -> dict[str, Any]:
     return {q.name: q for q in spark.streams.active if q.name}
 
 
+def failure(spark_state: str, query: Query) -> str | None:
+    """Why a query that should be running ended, from the warm Spark's log (Spark Connect does not
+    hand a terminated query to a later client): the error's own line, for a Python error the
+    exception at the end of its traceback."""
+    try:
+        with open(os.path.join(spark_state, "spark.log"), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    marker = f"Query {query.name} [id = {query.query_id}, runId = {query.run_id}]"
+    at = text.rfind(marker)
+    if not query.query_id or at < 0 or "terminated with error" not in text[at:at + 300].split("\n", 1)[0]:
+        return None
+    lines = []
+    for line in text[at:].split("\n")[1:]:
+        if line.startswith("\tat ") or LOG_LINE.match(line):
+            break
+        lines.append(line.rstrip())
+    if any(line.startswith("Traceback") or "Traceback (most recent call last)" in line for line in lines):
+        raised = [line for line in lines if PYTHON_ERROR.match(line)]
+        if raised:
+            return raised[-1]
+    return next((line for line in lines if line.strip()), None)
+
+
 def wait_started(handle: Any, timeout: float = 180.0) -> None:
     """Until the query finished its first micro-batch; its error if it failed before."""
     deadline = time.monotonic() + timeout
@@ -373,7 +404,7 @@ def resume(spark: Any, directory: str, name: str) -> bool:
         query.running, query.error = True, None
         try:
             handle = start(spark, query, directory)
-            query.query_id = str(handle.id)
+            query.query_id, query.run_id = str(handle.id), str(handle.runId)
             wait_started(handle)
         except Exception as error:
             query.error = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -159,7 +159,7 @@ def _start_named(args: argparse.Namespace, query: Query, directory: str, s3_root
         say(f"starting continuous query {query.name} (reads {', '.join(continuous.stream_refs(query.sql))}, "
             f"writes {query.into})")
         handle = continuous.start(spark, query, directory)
-        query.query_id = str(handle.id)
+        query.query_id, query.run_id = str(handle.id), str(handle.runId)
         continuous.wait_started(handle)
     except BaseException:
         continuous.remove(directory, query.name)
@@ -257,6 +257,14 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
             address = ensure(args.endpoint_url, s3_root, None, say)
         spark = continuous.session(address, directory) if address else None
         handles = continuous.active(spark) if spark is not None else {}
+        for name in continuous.names(directory) if spark is not None else []:
+            known = continuous.load(directory, name)
+            error = continuous.failure(state_dir(s3_root), known) if name not in handles and known.running else None
+            if error and error != known.error:  # recorded: `show` tells it even once the log has moved on
+                known.error = error
+                continuous.save(directory, known)
+        if query is not None:
+            query = continuous.load(directory, query.name)
         if args.action == "list":
             rows = [describe(continuous.load(directory, n), handles.get(n)) for n in continuous.names(directory)]
             if args.format == "json":

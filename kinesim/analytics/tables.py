@@ -571,9 +571,16 @@ def plan_tables(endpoint_url: str | None = None, *, tables: dict[str, str] | Non
     return sources, catalog
 
 
-def register_sources(spark: Any, sources: list[Source], catalog: Catalog, cache_dir: str | None = None) -> Catalog:
-    """Register planned sources as temp views of `spark`, recording them in `catalog`."""
-    tree_root = _temp_dir()
+def register_sources(spark: Any, sources: list[Source], catalog: Catalog, cache_dir: str | None = None,
+                     tree_root: str | None = None) -> Catalog:
+    """Register planned sources as temp views of `spark`, recording them in `catalog`. The views
+    read a tree of links under `tree_root` (default: a temporary directory removed when this
+    process exits; a continuous query, which outlives it, gives its own)."""
+    if tree_root:
+        shutil.rmtree(tree_root, ignore_errors=True)
+        os.makedirs(tree_root)
+    else:
+        tree_root = _temp_dir()
     cache_dir = cache_dir or os.path.join(tree_root, ".decompressed")
     os.makedirs(cache_dir, exist_ok=True)
     for source in sources:
