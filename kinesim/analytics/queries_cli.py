@@ -173,10 +173,8 @@ def _start_named(args: argparse.Namespace, query: Query, directory: str, s3_root
 def _print(args: argparse.Namespace, query: Query, s3_root: str, say: Any, out: IO[str]) -> int:
     """Run the query into a memory table of a session of our own and print what it adds."""
     if args.master:
-        from .session import spark_session
-        from .streaming import register
+        from .session import spark_session  # its sessions read and write "kinesim" already
         spark = spark_session(args.master, "kinesim sql --continuous", log_level=args.log_level.upper())
-        register(spark)
     else:
         from .streaming import register
         spark = remote_session(_warm_spark(args, s3_root, say), {})
