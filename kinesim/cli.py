@@ -61,6 +61,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--request-threads", type=int, default=d.request_threads,
                    help="threads serving requests, made as needed; an open SubscribeToShard or a slow upload "
                         "holds one while it lasts")
+    p.add_argument("--idle-timeout", type=float, default=d.idle_connection_s, dest="idle_connection_s",
+                   help="seconds a connection may stay silent (before or between requests, or halfway through "
+                        "a request's head) before the server closes it; at most 60")
     p.add_argument("--max-subscriptions", type=int, default=d.max_subscriptions,
                    help="SubscribeToShard calls open at once (more get LimitExceededException), so that "
                         "threads stay free for short calls")
@@ -169,17 +172,9 @@ def _main(argv: list[str] | None) -> int:
         logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                             stream=sys.stderr)
         _ctrl_c_raises()
-        spark = None
-        if args.spark:
-            # It waits for the server to answer, then watches it: it also stops by itself after a kill -9.
-            from .analytics.connect_server import spawn, stop_process
-            host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-            spark = spawn(f"http://{host}:{settings.port}", args.spark_memory)
-        try:
-            serve(settings)
-        finally:
-            if spark is not None:
-                stop_process(spark)
+        # The warm Spark's supervisor waits for the server to answer, then watches it: it also
+        # stops by itself after a kill -9.
+        serve(settings, spark=args.spark, spark_memory=args.spark_memory)
         return 0
     module = importlib.import_module(COMMANDS[args.command][0])
     if not getattr(module, "HANDLES_CTRL_C", False):

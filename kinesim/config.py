@@ -40,14 +40,20 @@ class Settings:
     subscription_heartbeat_s: float = 5.0
     # Threads that serve requests (made as needed, up to this many). A request holds one while it
     # runs: an open SubscribeToShard for up to five minutes, a slow upload while it trickles in.
-    request_threads: int = 1024
+    # Connections hold none while they wait for their next request (nor count against anything
+    # but the open-files limit); they are closed after 30 s of silence (idle_connections.py).
+    request_threads: int = 2048
+    # Seconds a connection may stay silent (before its first request, between requests, halfway
+    # through a request's head) before the server closes it, as AWS's endpoints do; 1 ms - 60 s.
+    idle_connection_s: float = 30.0
     # Requests that wait by design hold a thread each; they are capped so that at least
     # `request_threads - max_subscriptions - max_long_polls` threads (256) stay for short calls.
     # SubscribeToShard calls open at once; past it LimitExceededException.
-    max_subscriptions: int = 640
-    # SQS ReceiveMessage long polls waiting at once; past it a receive answers at once with what
-    # the queue has (an empty answer is one a long poll may give: clients poll again).
-    max_long_polls: int = 128
+    max_subscriptions: int = 768
+    # Long polls waiting at once, SQS ReceiveMessage and Kinesis ReceiveQueueRecords together;
+    # past it a receive answers at once with what the queue has (an empty answer is one a long
+    # poll may give: clients poll again).
+    max_long_polls: int = 1024
     # Firehose: multiplies BufferingHints.IntervalInSeconds (and retry durations) so tests can see
     # a 60 s buffer flush in 0.6 s (0.01). 1.0 is AWS's timing.
     firehose_interval_scale: float = 1.0

@@ -10,7 +10,7 @@
 Before any service sees a request, `guard.py` checks its Host and Origin (and answers CORS for
 allowed origins) and, with `--verify-signatures`, `protocol/sigv4.py` checks its signature.
 A request refused, or answered with an error before its body was read, still has its body read
-afterwards (`_ThenDrain`), so that clients which write first see the answer, not a reset.
+afterwards (`protocol/drain.py`), so that clients which write first see the answer, not a reset.
 """
 from __future__ import annotations
 
@@ -35,8 +35,10 @@ from .kinesis import channel_delivery
 from .kinesis.retention import Sweeper
 from .kinesis.service import KinesisService
 from .logs.service import LogsService
+from .long_polls import LongPolls
 from .protocol import auth, codec, eventstream, sigv4
 from .protocol.body import read_bounded
+from .protocol.drain import answer_unread as _answer_unread
 from .protocol.errors import AwsError
 from .protocol.rest import RestApp
 from .s3.api import S3App, is_s3_request
@@ -94,7 +96,9 @@ class Edge:
         # In-process deliveries between services by ARN (OnFailure destinations, SNS subscriptions):
         # each receiving service registers its sender here.
         self.destinations = Destinations()
-        self.kinesis = KinesisService(settings, self.store)
+        # One cap for the long polls of every service: each holds a request thread while it waits.
+        self.long_polls = LongPolls(settings.max_long_polls)
+        self.kinesis = KinesisService(settings, self.store, self.long_polls)
         self.services: dict[str, Any] = {self.kinesis.target_prefix: self.kinesis}
         # Buckets live beside the database (the S3 API serves the same store).
         self.objects = ObjectStore(os.path.join(os.path.dirname(self.store.path), "s3"), settings.region)
@@ -110,7 +114,7 @@ class Edge:
         # CloudWatch Logs over the same files the Lambda runtime writes functions' logs to.
         self.logs = LogsService(settings, self.store, self.functions.logs)
         self.services[self.logs.target_prefix] = self.logs
-        self.sqs = SqsService(settings, self.store)
+        self.sqs = SqsService(settings, self.store, self.long_polls)
         self.services[self.sqs.target_prefix] = self.sqs
         self.destinations.register("sqs", self.sqs.send_to_arn)
         self.json_signing_names = frozenset(("kinesis", "firehose", "logs", "sqs"))
@@ -317,11 +321,6 @@ class Edge:
         return "200 OK", [("Content-Type", content_type)], out
 
 
-# A request answered without its body being read (an error) reads and drops it after the answer
-# is sent, up to this size; past it the connection is closed instead (reading gigabytes to be
-# polite is not worth it).
-DRAIN_LIMIT = 64 * 1024 * 1024
-_DRAIN_CHUNK = 1024 * 1024
 _UNREAD = "kinesim.body_unread"
 
 
@@ -337,45 +336,6 @@ def _secrets(settings: Settings) -> dict[str, str]:
         raise SettingsError("--verify-signatures needs the credentials to accept: --credential KEY_ID:SECRET, "
                             "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in kinesim's environment")
     return secrets
-
-
-class _ThenDrain:
-    """A response body that, once sent, reads and drops what is left of the request body. Both
-    kinds of client then get the answer: one that waits for it before sending its body, and one
-    that writes its whole request first (which would see a reset connection if the server closed
-    with the body unread). The server calls `close` after the answer has gone out."""
-
-    def __init__(self, environ: dict[str, Any], body: bytes):
-        self.environ, self.parts = environ, iter((body,))
-
-    def __iter__(self) -> "_ThenDrain":
-        return self
-
-    def __next__(self) -> bytes:
-        return next(self.parts)
-
-    def close(self) -> None:
-        stream, read = self.environ["wsgi.input"], 0
-        try:
-            while read <= DRAIN_LIMIT and (chunk := stream.read(_DRAIN_CHUNK)):
-                read += len(chunk)
-        except (OSError, ValueError, RuntimeError):  # the client went away
-            pass
-
-
-def _answer_unread(environ: dict[str, Any], start_response: Callable, status: str, headers: list,
-                   body: bytes) -> Iterable[bytes]:
-    """Send an answer to a request whose body was not read: drained afterwards, or, when it is
-    announced larger than DRAIN_LIMIT, the connection is closed."""
-    try:
-        announced = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        announced = DRAIN_LIMIT + 1
-    if announced > DRAIN_LIMIT:
-        start_response(status, headers + [("Connection", "close")])
-        return [body]
-    start_response(status, headers)
-    return _ThenDrain(environ, body)
 
 
 def _answered_as(fmt: str, err: AwsError, environ: dict[str, Any]) -> AwsError:

@@ -2,8 +2,10 @@
 background thread of the current process, or as a subprocess (for tests and benchmarks)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -14,14 +16,23 @@ from typing import Any
 
 from .config import Settings, SettingsError
 from .edge import Edge
+from .idle_connections import IdleReaper
+from .store.owner import DataDirInUse, claim
 
 log = logging.getLogger("kinesim")
 
+MAX_HEAD_BYTES = 1024 * 1024 + 16 * 1024
 
-def serve(settings: Settings) -> None:
-    """Serve until SIGINT/SIGTERM. One process: state, readers and notifications are shared."""
+
+def serve(settings: Settings, spark: bool = False, spark_memory: str | None = None) -> None:
+    """Serve until SIGINT/SIGTERM. One process: state, readers and notifications are shared.
+    With `spark`, a warm Spark Connect server is started beside it (see analytics/connect_server);
+    whoever started one, it is stopped when this server stops."""
     from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
     from granian.server.mt import MTServer
+
+    from .analytics import connect_server
 
     class OneProcessServer(MTServer):
         # granian runs workers as threads only on free-threaded Python and checks for it; its
@@ -31,12 +42,19 @@ def serve(settings: Settings) -> None:
             pass
 
     warn_if_exposed(settings)
+    if not 0 < settings.idle_connection_s <= 60:
+        raise SystemExit("kinesim: --idle-timeout must be more than 0 and at most 60 seconds")
+    url = f"http://{settings.host}:{settings.port}"
     try:
+        owner = None if settings.in_memory else claim(settings.data_dir, url)
+        check_port_free(settings.host, settings.port)
         edge = Edge(settings)
-    except SettingsError as err:
+    except (SettingsError, DataDirInUse) as err:
         raise SystemExit(f"kinesim: {err}") from None
-    log.info("kinesim listening on http://%s:%d (data: %s)", settings.host, settings.port,
+    connections = raise_open_files_limit()
+    log.info("kinesim listening on %s (data: %s)", url,
              "in memory" if settings.in_memory else os.path.abspath(settings.data_dir))
+    supervisor = connect_server.spawn(_local_url(settings), spark_memory) if spark else None
     server = OneProcessServer(
         "kinesim.edge:Edge", address=settings.host, port=settings.port, interface=Interfaces.WSGI,
         http=HTTPModes.auto, workers=1, log_enabled=settings.log_level == "debug",
@@ -46,13 +64,61 @@ def serve(settings: Settings) -> None:
         # thread that is just ending its idle time waits for the next request to arrive; with every
         # other thread held (slow uploads), that can be never (a ListStreams behind 100 slow uploads
         # hung 60 s in one CI run, when the module's first threads reached 30 s idle).
-        blocking_threads=settings.request_threads, backpressure=settings.request_threads,
-        blocking_threads_idle_timeout=600)
+        blocking_threads=settings.request_threads, blocking_threads_idle_timeout=600,
+        # granian's backpressure counts connections, not requests: at its default (the thread count)
+        # 1,024 idle connections left no room for a request. Connections are limited by open files
+        # only; an idle one holds no thread, and is closed after --idle-timeout (granian's header-read
+        # timeout, and the reaper for connections that never send a byte).
+        backpressure=connections,
+        # A request head may reach 1 MiB: a longer URL still gets 414 URI Too Long (granian's
+        # default of 400 KiB answered 431 from there on, and closed on clients still sending).
+        http1_settings=HTTP1Settings(header_read_timeout=max(1, int(settings.idle_connection_s * 1000)),
+                                     max_buffer_size=MAX_HEAD_BYTES))
+    reaper = IdleReaper(settings.port, settings.idle_connection_s).start()
     try:
         server.serve(target_loader=lambda *a, **k: edge, wrap_loader=False)
     finally:
+        reaper.stop()
+        # Stopping the server stops everything it started, and a warm Spark some `kinesim sql`
+        # started for its data (the supervisor would otherwise wait for missed health checks).
+        connect_server.stop_supervisor(os.path.dirname(edge.store.path))
+        if supervisor is not None:  # gone by now, unless it was still starting
+            connect_server.stop_process(supervisor)
         edge.close()
+        if owner is not None:
+            owner.release()
         log.info("kinesim stopped")
+
+
+def _local_url(settings: Settings) -> str:
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port another server listens on. granian binds with SO_REUSEPORT, which Linux lets
+    a second process share: two servers on one port would each get some of the connections. A
+    bind without it fails while any socket listens there."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are fine
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise SettingsError(f"cannot listen on {host}:{port}: {err.strerror}. Another server (kinesim, "
+                                "LocalStack...) is probably using it: stop it, or choose another --port.") from None
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's open-files limit to its hard limit (each connection is one) and give
+    the number of connections the server may hold: that limit, less room for its own files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if wanted > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    return max(256, soft - 256)
 
 
 def warn_if_exposed(settings: Settings) -> None:
@@ -92,7 +158,7 @@ class ServerProcess:
     """`kinesim serve` in a subprocess, exactly as a user runs it."""
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
-        self.settings = settings or Settings(port=free_port(), **overrides)
+        self.settings = settings or Settings(**{"port": free_port(), **overrides})
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -110,7 +176,7 @@ class ServerProcess:
                "--subscription-lifetime", str(s.subscription_s),
                "--subscription-heartbeat", str(s.subscription_heartbeat_s),
                "--request-threads", str(s.request_threads), "--max-subscriptions", str(s.max_subscriptions),
-               "--max-long-polls", str(s.max_long_polls),
+               "--max-long-polls", str(s.max_long_polls), "--idle-timeout", str(s.idle_connection_s),
                "--firehose-interval-scale", str(s.firehose_interval_scale)]
         for flag, values in (("--cors-origins", s.cors_origins), ("--allowed-hosts", s.allowed_hosts)):
             if values:
@@ -132,7 +198,8 @@ class ServerProcess:
         wait_ready(self.url, timeout, self.proc)
         return self
 
-    def stop(self, timeout: float = 10.0) -> int | None:
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout` (the server waits for a warm Spark to stop)."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -1,6 +1,7 @@
 """Fixtures: a real kinesim server on a free port (a subprocess, as users run it) and boto3 clients."""
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 
@@ -17,6 +18,13 @@ from kinesim.store import Store
 def client_for(url: str, service: str = "kinesis", **config):
     return boto3.client(service, endpoint_url=url, region_name="us-east-1", aws_access_key_id="test",
                         aws_secret_access_key="test", config=Config(retries={"max_attempts": 1}, **config))
+
+
+def ctrl_c_reaches_child() -> None:
+    """`preexec_fn` for a child a test sends Ctrl-C (SIGINT) to. A shell starts a background job's
+    processes with SIGINT ignored (CI runners, `nohup`, `bash .ci/run &`) and children inherit
+    that; a user's terminal delivers Ctrl-C to the command whatever started the shell."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def start_server(tmp_path_factory, **overrides) -> ServerProcess:

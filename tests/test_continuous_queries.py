@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import client_for, start_server
+from conftest import client_for, ctrl_c_reaches_child, start_server
 from kinesim.analytics.connect_server import STATE_FILE, state_dir
 from kinesim.analytics.tables import server_info
 
@@ -186,7 +186,7 @@ def printed_hopping_windows_until_ctrl_c(url: str, events: list[dict]) -> None:
          "--event-time", "ts", "--watermark", "1 minute", "--starting-position", "TRIM_HORIZON",
          "SELECT page, window.start AS start, count(*) AS views FROM STREAM events "
          "GROUP BY window(ts, '2 minutes', '1 minute'), page"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_child)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     printed: dict = {}

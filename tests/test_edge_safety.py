@@ -194,8 +194,9 @@ def test_oversized_body_written_whole_gets_413(srv):
     assert r.status_code == 413 and r.json()["__type"] == "SerializationException"
 
 
-def test_long_uri_gets_414(srv):
-    r = requests.get(f"{srv.url}/" + "a" * 200_000)
+@pytest.mark.parametrize("length", [70_000, 200_000, 1_000_000])
+def test_long_uri_gets_414(srv, length):
+    r = requests.get(f"{srv.url}/" + "a" * length)
     assert r.status_code == 414
     assert requests.get(f"{srv.url}/_kinesim/health").status_code == 200
 
@@ -229,38 +230,6 @@ def _await_status(sock: socket.socket) -> bytes:
             break
         data += chunk
     return data
-
-
-def test_500_subscriptions_do_not_starve_short_calls(tmp_path_factory):
-    proc = start_server(tmp_path_factory, subscription_heartbeat_s=30.0)
-    socks: list[socket.socket] = []
-    try:
-        k = client_for(proc.url)
-        k.create_stream(StreamName="wide", ShardCount=25)
-        arn = k.describe_stream_summary(StreamName="wide")["StreamDescriptionSummary"]["StreamARN"]
-        consumers = [k.register_stream_consumer(StreamARN=arn, ConsumerName=f"c{i}")["Consumer"]["ConsumerARN"]
-                     for i in range(20)]
-        deadline = time.monotonic() + 60
-        while any(k.describe_stream_consumer(ConsumerARN=c)["ConsumerDescription"]["ConsumerStatus"] != "ACTIVE"
-                  for c in consumers):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        for consumer in consumers:
-            for shard in range(25):
-                socks.append(_open_subscription(proc.url, consumer, f"shardId-{shard:012d}"))
-        for sock in socks:  # every one of them is being served (holding its thread)
-            assert _await_status(sock).startswith(b"HTTP/1.1 200"), "a subscription was not accepted"
-        assert len(socks) == 500
-        latencies = _list_streams_latencies(proc.url)
-        print(f"ListStreams with 500 open subscriptions: median {statistics.median(latencies) * 1000:.1f} ms, "
-              f"max {max(latencies) * 1000:.1f} ms")
-        # Starved, the calls would wait for a subscription to end (minutes): any answer within this
-        # generous bound shows a free thread was there.
-        assert max(latencies) < 10
-    finally:
-        for sock in socks:
-            sock.close()
-        proc.stop()
 
 
 def test_subscriptions_past_the_limit_get_limit_exceeded(tmp_path_factory):

@@ -387,6 +387,10 @@ def test_filter_patterns(logs, pattern_group, pattern, expected):
     ('{ $.a > "x" }', "Invalid filter pattern"),
     ("[a, b = ]", "Invalid filter pattern"),
     ("ERROR{", "Invalid character(s) in term 'ERROR{'"),
+    # AWS's regex subset (CloudWatch Logs guide, "Supported regular expressions (regex) syntax"):
+    # "%something!% would be rejected since '!' is not supported"; 2 regex at most in a pattern.
+    ("%something!%", "Invalid filter pattern"),
+    ("{ $.a = %x% || $.b = %y% || $.c = %z% }", "Invalid filter pattern"),
 ])
 def test_invalid_filter_patterns_are_refused(logs, pattern_group, pattern, message):
     assert error(logs.filter_log_events, logGroupName=pattern_group, filterPattern=pattern) == (

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import client_for, start_server
+from conftest import client_for, start_server, wait_for
 from kinesim.analytics.connect_server import STATE_FILE, running, state_dir
 from kinesim.analytics.tables import server_info
 
@@ -53,6 +53,8 @@ def test_second_query_reuses_the_warm_server_and_sees_new_deliveries(tmp_path_fa
         assert "Spark is starting" in first.stderr
         directory = state_dir(server_info(server.url)["s3_root"])
         assert running(directory), "no warm server recorded"
+        with open(os.path.join(directory, STATE_FILE)) as f:
+            recorded = json.load(f)
 
         _deliver(server.url, 100, 50, 2)  # after the Spark server started
         warm, second = _sql(server.url, query)
@@ -62,9 +64,34 @@ def test_second_query_reuses_the_warm_server_and_sees_new_deliveries(tmp_path_fa
         print(f"cold {cold:.1f} s, warm {warm:.1f} s")
         assert warm < cold
     finally:
-        server.stop()
-    # Stopped with the kinesim server.
-    deadline = time.monotonic() + 90
-    while os.path.exists(os.path.join(directory, STATE_FILE)):
-        assert time.monotonic() < deadline, "Spark Connect server still running after kinesim stopped"
-        time.sleep(0.5)
+        code = server.stop()
+    # Stopped with the kinesim server, which waited for it (its own exit, not a SIGKILL): the
+    # supervisor that `kinesim sql` started, Spark, and every process Spark started.
+    assert code == 0
+    assert not os.path.exists(os.path.join(directory, STATE_FILE))
+    # Its lock is free once it has closed its files: the last moments of its exit may remain.
+    wait_for(lambda: not _alive(recorded["supervisor"]), timeout=30)
+    wait_for(lambda: not _group_members(recorded["pid"]), timeout=30)
+
+
+def _alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie its new parent has yet to reap."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The running (not zombie) processes of process group `pgid`."""
+    members = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            members.append(int(name))
+    return members

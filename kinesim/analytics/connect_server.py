@@ -27,6 +27,7 @@ import time
 import urllib.request
 from typing import Callable
 
+STATE_DIR_NAME = "spark-connect"  # beside the buckets and the database
 STATE_FILE = "server.json"
 SUPERVISOR_LOCK = "supervisor.lock"
 START_TIMEOUT_S = 180.0
@@ -36,7 +37,7 @@ CHECK_EVERY_S = 2.0
 
 
 def state_dir(s3_root: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(s3_root)), "spark-connect")
+    return os.path.join(os.path.dirname(os.path.abspath(s3_root)), STATE_DIR_NAME)
 
 
 def _free_port() -> int:
@@ -177,26 +178,33 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
             time.sleep(0.5)
     directory = state_dir(info["s3_root"])
     os.makedirs(directory, exist_ok=True)
-    # One supervisor (one Spark) per data directory, held until this process ends.
-    held = open(os.path.join(directory, SUPERVISOR_LOCK), "a")
+    # One supervisor (one Spark) per data directory, held until this process ends; its pid is
+    # written there so that the kinesim server can stop it (stop_supervisor).
+    held = open(os.path.join(directory, SUPERVISOR_LOCK), "a+")
     try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0
+    held.seek(0)
+    held.truncate()
+    held.write(str(os.getpid()))
+    held.flush()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
     check_java()
     port = _free_port()
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     with open(os.path.join(directory, "spark.log"), "ab") as log:
+        # Its own process group: Spark's Python workers (a streaming source's runner) are in it,
+        # and are stopped with it (they outlived the JVM by up to a minute otherwise).
         spark = subprocess.Popen(_spark_command(directory, port, memory), cwd=directory, env=env,
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    stop = []
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.append(True))
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     state_path = os.path.join(directory, STATE_FILE)
     recorded, misses = False, 0
     try:
-        while not stop and spark.poll() is None:
+        while not stop.is_set() and spark.poll() is None:
             if not recorded and _listening(port):
                 tmp = f"{state_path}.{os.getpid()}"
                 with open(tmp, "w") as f:
@@ -208,13 +216,66 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
             misses = 0 if _healthy(endpoint_url) else misses + 1
             if misses >= MISSES_BEFORE_STOP:
                 break
-            time.sleep(0.25 if not recorded else CHECK_EVERY_S)
+            stop.wait(0.25 if not recorded else CHECK_EVERY_S)
     finally:
         with contextlib.suppress(OSError):
             if recorded:
                 os.unlink(state_path)
-        stop_process(spark)
+        stop_process(spark, group=True)
     return 0
+
+
+def stop_supervisor(data_root: str, timeout: float = 20.0) -> None:
+    """Stop the warm Spark kept for the server whose data is in `data_root` (the directory of its
+    database and buckets), if one runs, and wait (up to `timeout`) for it and its Spark to be
+    gone: SIGTERM, then SIGKILL for the supervisor and Spark's process group."""
+    directory = os.path.join(os.path.abspath(data_root), STATE_DIR_NAME)
+    try:
+        held = open(os.path.join(directory, SUPERVISOR_LOCK), "r")
+    except OSError:
+        return
+    with held:
+        if _lock_free(held):
+            return
+        pid = _int(held.read())
+        if not pid:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _lock_free(held):
+                return
+            time.sleep(0.1)
+        spark = _recorded_spark(directory)
+        for target in (pid, -spark if spark else 0):
+            if target:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(target, signal.SIGKILL)
+
+
+def _lock_free(handle) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(handle, fcntl.LOCK_UN)
+    return True
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return 0
+
+
+def _recorded_spark(directory: str) -> int:
+    try:
+        with open(os.path.join(directory, STATE_FILE)) as f:
+            return int(json.load(f).get("pid", 0))
+    except (OSError, ValueError, AttributeError):
+        return 0
 
 
 def _resume_queries(port: int, directory: str) -> None:
@@ -231,14 +292,19 @@ def _resume_queries(port: int, directory: str) -> None:
         log(f"could not resume continuous queries: {error}")
 
 
-def stop_process(process: subprocess.Popen) -> None:
+def stop_process(process: subprocess.Popen, group: bool = False) -> None:
+    """SIGTERM, then SIGKILL after 10 s; with `group`, whatever is left of the process's group
+    (it was started in a session of its own) is killed too."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(30)
+            process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    if group:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,4 +316,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Not sys.exit: the Spark Connect client that resumed continuous queries leaves threads that
+    # interpreter shutdown waits for, and the supervisor then hung, deaf to SIGTERM (its handler
+    # only sets the stop flag), until SIGKILL. Spark is stopped by now: nothing is left to flush.
+    sys.stdout.flush()
+    os._exit(code)

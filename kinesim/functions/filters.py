@@ -28,10 +28,11 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
-import re
-from typing import Any
+from functools import lru_cache
+from typing import Any, Callable
 
 from ..protocol.errors import AwsError
+from ..wildcards import wildcard_matcher
 
 _INVALID = "Invalid filter pattern definition."
 _NUMERIC_OPS = {"=", "<", "<=", ">", ">="}
@@ -249,7 +250,7 @@ def _apply(op: str, operand: Any, v: Any) -> bool:
     if op == "equals-ignore-case":
         return isinstance(v, str) and any(v.casefold() == s.casefold() for s in _as_list(operand))
     if op == "wildcard":
-        return isinstance(v, str) and any(_wildcard(p).fullmatch(v) for p in _as_list(operand))
+        return isinstance(v, str) and any(_wildcard(p)(v) for p in _as_list(operand))
     if op == "numeric":
         return _is_number(v) and all(_compare(v, o, n) for o, n in zip(operand[0::2], operand[1::2]))
     if op == "anything-but":
@@ -288,13 +289,8 @@ def _in_network(operand: str, v: Any) -> bool:
         return False
 
 
-_WILDCARDS: dict[str, re.Pattern] = {}
-
-
-def _wildcard(pattern: str) -> re.Pattern:
-    compiled = _WILDCARDS.get(pattern)
-    if compiled is None:
-        parts = re.split(r"(\\\*|\*)", pattern)
-        regex = "".join(".*" if p == "*" else re.escape("*") if p == "\\*" else re.escape(p) for p in parts)
-        compiled = _WILDCARDS[pattern] = re.compile(regex, re.DOTALL)
-    return compiled
+@lru_cache(maxsize=1024)
+def _wildcard(pattern: str) -> Callable[[str], bool]:
+    # Not a regex: `.*a.*a.*...b` backtracks, and a record's value is the client's (linear-time
+    # matcher in kinesim.wildcards). Bounded cache: patterns come from clients too.
+    return wildcard_matcher(pattern, backslash_escapes=True)

@@ -91,26 +91,6 @@ def _wire(state: QueueState, e: Entry, row: Record) -> dict[str, Any]:
 
 # receiving
 
-class _Polls:
-    """Long polls waiting now, at most `settings.max_long_polls` (as SQS's ReceiveMessage): each
-    holds a request thread; past the cap a receive answers at once."""
-    lock = threading.Lock()
-    count = 0
-
-    @classmethod
-    def enter(cls, limit: int) -> bool:
-        with cls.lock:
-            if cls.count >= limit:
-                return False
-            cls.count += 1
-            return True
-
-    @classmethod
-    def leave(cls) -> None:
-        with cls.lock:
-            cls.count -= 1
-
-
 def _attempt(svc: KinesisService, queue: Queue, lane: str, limit: int, visibility: int,
              rotation: int) -> list[dict[str, Any]]:
     state = queue.state
@@ -166,39 +146,42 @@ def receive(svc: KinesisService, p: dict[str, Any], lane: str) -> dict[str, Any]
     limit = p.get("Limit", DEFAULT_LIMIT)
     visibility = p.get("VisibilityTimeoutSeconds", queue.visibility)
     wait = p.get("WaitTimeSeconds", DEFAULT_WAIT)
-    waiting = _Polls.enter(svc.settings.max_long_polls)
-    deadline = time.monotonic() + (wait if waiting else 0)
+    with svc.long_polls.waiting(wait > 0) as waiting:
+        return _poll(svc, queue, lane, limit, visibility, time.monotonic() + (wait if waiting else 0))
+
+
+def _poll(svc: KinesisService, queue: Queue, lane: str, limit: int, visibility: int,
+          deadline: float) -> dict[str, Any]:
+    """Records for a receive, waiting until `deadline` for some to be there."""
+    state = queue.state
+    assert state is not None
     rotation = int(time.monotonic() * 1000)
-    try:
-        while True:
-            svc.queues.settle(queue)  # CREATING ends while a long poll waits
-            state.changed.clear()
-            records = _attempt(svc, queue, lane, limit, visibility, rotation)
-            remaining = deadline - time.monotonic()
-            if records or remaining <= 0 or queue.id not in svc.queues.queues:
-                return {"QueueRecords": records}
-            due = state.next_due()
-            if due is not None:
-                remaining = min(remaining, max(0.0, due - time.time()) + 0.001)
-            if queue.status == "CREATING" and queue.ready_at:
-                remaining = min(remaining, max(0.0, queue.ready_at - time.time()) + 0.001)
-            if lane == MAIN and queue.delivering and queue_stream(svc, queue) is not None:
-                # One long poll at a time waits in the reader (its wait is not meant for several
-                # threads); the others wait for it to return, which an append or a notify causes.
-                until = time.monotonic() + remaining
-                if state.wait_lock.acquire(timeout=remaining):
-                    try:
-                        # A restore or a visibility set to 0 since the attempt: look again now.
-                        if not state.changed.is_set():
-                            _reader(svc, queue, state).wait(max(0.0, until - time.monotonic()))
-                    finally:
-                        state.wait_lock.release()
-            else:
-                state.changed.wait(remaining)
-            rotation += 1
-    finally:
-        if waiting:
-            _Polls.leave()
+    while True:
+        svc.queues.settle(queue)  # CREATING ends while a long poll waits
+        state.changed.clear()
+        records = _attempt(svc, queue, lane, limit, visibility, rotation)
+        remaining = deadline - time.monotonic()
+        if records or remaining <= 0 or queue.id not in svc.queues.queues:
+            return {"QueueRecords": records}
+        due = state.next_due()
+        if due is not None:
+            remaining = min(remaining, max(0.0, due - time.time()) + 0.001)
+        if queue.status == "CREATING" and queue.ready_at:
+            remaining = min(remaining, max(0.0, queue.ready_at - time.time()) + 0.001)
+        if lane == MAIN and queue.delivering and queue_stream(svc, queue) is not None:
+            # One long poll at a time waits in the reader (its wait is not meant for several
+            # threads); the others wait for it to return, which an append or a notify causes.
+            until = time.monotonic() + remaining
+            if state.wait_lock.acquire(timeout=remaining):
+                try:
+                    # A restore or a visibility set to 0 since the attempt: look again now.
+                    if not state.changed.is_set():
+                        _reader(svc, queue, state).wait(max(0.0, until - time.monotonic()))
+                finally:
+                    state.wait_lock.release()
+        else:
+            state.changed.wait(remaining)
+        rotation += 1
 
 
 def receive_queue_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:

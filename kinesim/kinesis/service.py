@@ -15,6 +15,7 @@ from ..config import Settings
 from ..protocol.errors import in_use, invalid_argument, not_found
 from ..protocol.operations import JsonService
 from ..protocol.validation import ModelValidator
+from ..long_polls import LongPolls
 from ..store import Store
 from .model import Shard, Stream
 from .operations import OPERATIONS
@@ -33,9 +34,11 @@ class KinesisService(JsonService):
     operations = OPERATIONS
     target_prefix = "Kinesis_20131202"
 
-    def __init__(self, settings: Settings, store: Store):
+    def __init__(self, settings: Settings, store: Store, long_polls: LongPolls | None = None):
         self.settings = settings
         self.store = store
+        # Shared with SQS by the server (one cap for every long poll); a service of its own in tests.
+        self.long_polls = long_polls or LongPolls(settings.max_long_polls)
         self.validator = ModelValidator("kinesis")
         # Lock order: a stream's `lock` first, then `self.lock`, then `_uid_lock`; never the other
         # way round. Resharding holds its stream's lock and takes `self.lock` to check the account's

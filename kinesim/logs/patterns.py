@@ -2,8 +2,9 @@
 syntax for metric filters, subscription filters, filter log events, and Live Tail":
 
 - terms: `ERROR`, `"exact phrase"`, all required; `?ERROR ?WARN`, at least one; `-DEBUG`, none;
-  `%regex%`. Terms are case sensitive and match whole words: `ERROR` is in `[ERROR 400]`, not in
-  `NOERRORS` (a `%regex%` matches anywhere, which is why the docs show one for `UNAUTHORIZED`).
+  `%regex%` (AWS's subset, at most two in a pattern: `filter_regex`). Terms are case sensitive
+  and match whole words: `ERROR` is in `[ERROR 400]`, not in `NOERRORS` (a `%regex%` matches
+  anywhere, which is why the docs show one for `UNAUTHORIZED`).
 - JSON: `{ $.a.b[0] = "x" && ($.n > 5 || $.ok IS TRUE) }`, with `=`, `!=`, `<`, `<=`, `>`, `>=`,
   `*` wildcards in string values, `%regex%` values, `IS NULL`, `IS TRUE`, `IS FALSE`, `NOT EXISTS`.
 - space-delimited: `[ip, user, ..., status = 4*, bytes > 1000]`: fields split on spaces, text in
@@ -11,14 +12,21 @@ syntax for metric filters, subscription filters, filter log events, and Live Tai
   and `||` over any named field.
 
 `compile_pattern(text)` gives a predicate over a message or raises PatternError with AWS's text.
+
+Everything here takes time linear in the message (a client sends both the pattern and the
+events): `%regex%` runs on RE2, `*` wildcards on `kinesim.wildcards`, fields are split without a
+backtracking regex, and alignments of `...` are bounded.
 """
 from __future__ import annotations
 
-import fnmatch
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import orjson
+
+from ..wildcards import wildcard_matcher
+from .filter_regex import MAX_REGEXES, UnsupportedRegex, compile_regex
 
 Predicate = Callable[[str], bool]
 INVALID = "Invalid filter pattern"
@@ -32,6 +40,8 @@ def compile_pattern(text: str | None) -> Predicate:
     try:
         return _compile(text)
     except RecursionError:  # parentheses nested hundreds deep
+        raise PatternError(INVALID) from None
+    except orjson.JSONDecodeError:  # a quoted value with an escape JSON has not (`"a\\qb"`)
         raise PatternError(INVALID) from None
 
 
@@ -71,25 +81,44 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _regex(token: str) -> re.Pattern:
-    body = token[1:-1]
-    if "(" in body or ")" in body:  # AWS supports no subpatterns
-        raise PatternError(INVALID)
+@dataclass(frozen=True)
+class _Regex:
+    """A `%regex%` value: matches string values only."""
+    search: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
+class _Wildcard:
+    """A string value with `*` in it: matches the text of strings, numbers and booleans."""
+    matches: Callable[[str], bool]
+
+
+def _regex(token: str) -> Callable[[str], bool]:
     try:
-        return re.compile(body)
-    except re.error:
+        return compile_regex(token[1:-1])
+    except UnsupportedRegex:
         raise PatternError(INVALID) from None
 
 
+def _check_regex_count(count: int) -> None:
+    # AWS's quota (see filter_regex); its answer is the same sentence as for any refused pattern.
+    if count > MAX_REGEXES:
+        raise PatternError(INVALID)
+
+
 def _value(kind: str, token: str) -> Any:
-    """A comparison's right side: a float, a compiled regex, or a string (with `*` wildcards)."""
+    """A comparison's right side: a float, a _Regex, a _Wildcard or a string."""
     if kind == "str":
-        return orjson.loads(token) if "\\" in token else token[1:-1]
-    if kind == "re":
-        return _regex(token)
-    if kind == "word":
-        return float(token) if _NUMBER.fullmatch(token) else token
-    raise PatternError(INVALID)
+        text = orjson.loads(token) if "\\" in token else token[1:-1]
+    elif kind == "re":
+        return _Regex(_regex(token))
+    elif kind == "word":
+        if _NUMBER.fullmatch(token):
+            return float(token)
+        text = token
+    else:
+        raise PatternError(INVALID)
+    return _Wildcard(wildcard_matcher(text)) if "*" in text else text
 
 
 def _compare(actual: Any, op: str, expected: Any) -> bool:
@@ -100,14 +129,14 @@ def _compare(actual: Any, op: str, expected: Any) -> bool:
             return False
         return {"<": number < expected, "<=": number <= expected,
                 ">": number > expected, ">=": number >= expected}[op]
-    if isinstance(expected, re.Pattern):
-        equal = isinstance(actual, str) and expected.search(actual) is not None
+    if isinstance(expected, _Regex):
+        equal = isinstance(actual, str) and expected.search(actual)
     elif isinstance(expected, float):
         number = _as_number(actual)
         equal = number is not None and number == expected
     else:
         text = actual if isinstance(actual, str) else _text(actual)
-        equal = text is not None and (fnmatch.fnmatchcase(text, expected) if "*" in expected else text == expected)
+        equal = text is not None and (expected.matches(text) if isinstance(expected, _Wildcard) else text == expected)
     return equal if op == "=" else not equal
 
 
@@ -190,7 +219,9 @@ _MISSING = object()
 
 
 def _json_pattern(body: str) -> Predicate:
-    expr = _Parser(_tokens(body), _json_leaf).parse()
+    tokens = _tokens(body)
+    _check_regex_count(sum(kind == "re" for kind, _ in tokens))
+    expr = _Parser(tokens, _json_leaf).parse()
 
     def match(message: str) -> bool:
         try:
@@ -242,7 +273,9 @@ def _select(doc: Any, steps: list[tuple[str, str]]) -> list[Any]:
 # --- space-delimited ----------------------------------------------------------------------------
 
 _ELLIPSIS = "..."
-_FIELD = re.compile(r'"[^"]*"|\[[^\]]*\]|\S+')
+_SPACES = re.compile(r"\s*")
+_RUN = re.compile(r"\S+")
+_CLOSERS = {'"': '"', "[": "]"}
 
 
 def _delimited_pattern(body: str) -> Predicate:
@@ -251,6 +284,7 @@ def _delimited_pattern(body: str) -> Predicate:
         raise PatternError(INVALID)
     names: list[str | None] = []  # None: an ellipsis
     conditions = []
+    regexes = 0
     for spec in specs:
         if spec == _ELLIPSIS:
             if not names or names[-1] is not None:  # `..., ...` is one ellipsis
@@ -260,14 +294,41 @@ def _delimited_pattern(body: str) -> Predicate:
         if tokens[0][0] != "word" or _NUMBER.fullmatch(tokens[0][1]):
             raise PatternError(INVALID)
         names.append(tokens[0][1])
+        regexes += sum(kind == "re" for kind, _ in tokens)
+        _check_regex_count(regexes)
         if len(tokens) > 1:
             conditions.append(_Parser(tokens, _delimited_leaf).parse())
     check = (lambda fields: all(c(fields) for c in conditions))
 
     def match(message: str) -> bool:
-        fields = [_unwrapped(f) for f in _FIELD.findall(message)]
-        return any(check(bound) for bound in _bindings(names, fields))
+        return any(check(bound) for bound in _bindings(names, _message_fields(message)))
     return match
+
+
+def _message_fields(message: str) -> list[str]:
+    """The message's fields: runs of non-spaces, or text in `""` or `[]` taken whole, unwrapped.
+
+    What `re.findall(r'"[^"]*"|\\[[^\\]]*\\]|\\S+', message)` finds, in linear time: that regex
+    scans to the end of the message from every `[` with no `]` after it (a 256 KB line of
+    `[ [ [ ...` took half a minute).
+    """
+    fields: list[str] = []
+    pos, unclosed = 0, set()
+    while True:
+        pos = _SPACES.match(message, pos).end()
+        if pos == len(message):
+            return fields
+        closer = _CLOSERS.get(message[pos])
+        if closer is not None and closer not in unclosed:
+            end = message.find(closer, pos + 1)
+            if end >= 0:
+                fields.append(message[pos + 1:end])
+                pos = end + 1
+                continue
+            unclosed.add(closer)  # none after this opener: none after any later one either
+        end = _RUN.match(message, pos).end()
+        fields.append(_unwrapped(message[pos:end]))
+        pos = end
 
 
 def _split_fields(body: str) -> list[str]:
@@ -306,6 +367,13 @@ _MAX_ALIGNMENTS = 10_000
 
 def _bindings(names: list[str | None], fields: list[str]) -> Iterator[dict[str, str]]:
     """Ways to line the named fields up with the message's fields (an ellipsis takes any number)."""
+    # An ellipsis leaves at least one field for each name after it, and the last ellipsis exactly
+    # one: `[a, ...]` over a line of 20,000 fields is one alignment, not 20,000.
+    names_after, count = [0] * len(names), 0
+    for i in range(len(names) - 1, -1, -1):
+        names_after[i] = count
+        count += names[i] is not None
+    last_ellipsis = max((i for i, n in enumerate(names) if n is None), default=-1)
     stack: list[tuple[int, int, dict[str, str]]] = [(0, 0, {})]
     steps = 0
     while stack and steps < _MAX_ALIGNMENTS:
@@ -317,7 +385,9 @@ def _bindings(names: list[str | None], fields: list[str]) -> Iterator[dict[str, 
             continue
         name = names[i]
         if name is None:
-            stack.extend((i + 1, k, bound) for k in range(len(fields), j - 1, -1))
+            most = len(fields) - names_after[i]
+            least = most if i == last_ellipsis else j
+            stack.extend((i + 1, k, bound) for k in range(most, least - 1, -1) if k >= j)
         elif j < len(fields):
             stack.append((i + 1, j + 1, {**bound, name: fields[j]}))
 
@@ -330,7 +400,7 @@ _UNQUOTED_FORBIDDEN = set('{}[]()=<>!&|"')
 
 def _terms_pattern(pattern: str) -> Predicate:
     required, optional, excluded = [], [], []
-    pos = 0
+    pos, regexes = 0, 0
     while pos < len(pattern) and pattern[pos:].strip():
         match = _TERM.match(pattern, pos)
         if match is None:
@@ -339,7 +409,9 @@ def _terms_pattern(pattern: str) -> Predicate:
         if word is not None and _UNQUOTED_FORBIDDEN & set(word):
             raise PatternError(f"Invalid character(s) in term '{word}'")
         if regex is not None:
-            term = _regex(regex).search
+            regexes += 1
+            _check_regex_count(regexes)
+            term = _regex(regex)
         else:
             term = _word_matcher(orjson.loads(f'"{quoted}"') if quoted is not None and "\\" in quoted
                                  else quoted if quoted is not None else word)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable
 
 from kinesim.protocol import auth
 from kinesim.protocol.body import read_bounded
+from kinesim.protocol.drain import answer_unread
 from kinesim.protocol.errors import AwsError
 
 from .query import QueryModel, parse_form
@@ -24,6 +25,7 @@ log = logging.getLogger("kinesim.sns")
 # parameter names: well under this.
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 XML_TYPE = "text/xml"
+_BODY_READ = "kinesim.sns.body_read"  # set in the environ once the request's body has been read
 
 # How the JSON protocols' refusals read in the query protocol (AWS's codes for query services).
 _QUERY_CODES = {"MissingAuthenticationTokenException": "MissingAuthenticationToken",
@@ -61,9 +63,13 @@ class SnsApp:
         except Exception:
             log.exception("internal error")
             status, body = self._error(AwsError("InternalError", "Internal Error", 500), request_id)
-        start_response(f"{status} {HTTPStatus(status).phrase}",
-                       [("Content-Type", XML_TYPE), ("x-amzn-RequestId", request_id),
-                        ("Content-Length", str(len(body)))])
+        status_line = f"{status} {HTTPStatus(status).phrase}"
+        headers = [("Content-Type", XML_TYPE), ("x-amzn-RequestId", request_id), ("Content-Length", str(len(body)))]
+        if environ.get("REQUEST_METHOD") == "POST" and not environ.get(_BODY_READ):
+            # Refused before its body was read (over MAX_REQUEST_BYTES, a bad Content-Length): a
+            # client writing its whole body first must see this answer, not a reset connection.
+            return answer_unread(environ, start_response, status_line, headers, body)
+        start_response(status_line, headers)
         return [body]
 
     def error_answer(self, err: AwsError, environ: dict[str, Any] | None = None) -> tuple[str, list, bytes]:
@@ -89,6 +95,7 @@ class SnsApp:
             body = read_bounded(environ, length, MAX_REQUEST_BYTES)
             if body is None:
                 raise AwsError("RequestEntityTooLarge", f"Request must be smaller than {MAX_REQUEST_BYTES} bytes", 413)
+            environ[_BODY_READ] = True
             try:
                 form.update(parse_form(body.decode("utf-8")))
             except UnicodeDecodeError:

@@ -31,6 +31,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from kinesim.protocol import user_json
 from kinesim.protocol.errors import AwsError
 
 from .filter_policy import matches
@@ -69,7 +70,11 @@ class Deliveries:
 
     def fan_out(self, topic: "Topic", subscriptions: list["Subscription"], msg: Message) -> None:
         for sub in subscriptions:
-            if not matches(sub.attributes, msg):
+            try:
+                if not matches(sub.attributes, msg):
+                    continue
+            except Exception:  # a policy that cannot be evaluated is a non-match, never the publisher's failure
+                log.exception("SNS: evaluating the filter policy of %s failed; not delivered to it", sub.arn)
                 continue
             try:
                 body, attrs = self._payload(topic, sub, msg)
@@ -182,8 +187,8 @@ def _dead_letter_arn(sub: "Subscription") -> str | None:
     if not policy:
         return None
     try:
-        return json.loads(policy).get("deadLetterTargetArn")
-    except (ValueError, AttributeError):
+        return user_json.loads(policy).get("deadLetterTargetArn")
+    except (user_json.InvalidJson, AttributeError):
         return None
 
 

@@ -1,21 +1,33 @@
-"""Subscription filter policies (AWS's "Amazon SNS message filtering" documentation).
+"""Subscription filter policies (AWS's "Amazon SNS message filtering" documentation): does a
+message reach a subscription?
 
 A policy is a JSON object; with FilterPolicyScope MessageAttributes (the default) its keys name
 message attributes, with MessageBody they mirror the (JSON) message's structure. Each leaf is a
 list of conditions, one of which must match: an exact string or number, `{"prefix": s}`,
 `{"suffix": s}`, `{"equals-ignore-case": s}`, `{"anything-but": value | [values] | {"prefix": s}}`,
-`{"numeric": [op, n(, op, n)]}`, `{"exists": bool}`. Every key of the policy must match (AND);
-`"$or": [policy, ...]` matches when one of its policies does. String.Array attributes and arrays
+`{"numeric": [op, n(, op, n)]}`, `{"exists": bool}`, `{"cidr": "addr/bits"}`. Every key of the
+policy must match (AND); `"$or": [policy, ...]` matches when one of its policies does, when the
+policy compiled with `$or` as an OR (filter_policy_rules.py). String.Array attributes and arrays
 in the body match when one element does. A message the policy cannot apply to (a body that is not
 JSON under MessageBody scope) is not delivered, as AWS filters it out.
+
+Only policies SNS accepts are evaluated (filter_policy_rules.checked, remembered per text): their
+nesting is bounded there, so the recursion here is too. A stored policy SNS would refuse (one saved
+by an older kinesim) matches nothing, with a warning: it never fails the Publish.
 """
 from __future__ import annotations
 
-import json
+import logging
 from typing import TYPE_CHECKING, Any
+
+from kinesim.protocol import user_json
+
+from . import filter_policy_rules as rules
 
 if TYPE_CHECKING:
     from .delivery import Message
+
+log = logging.getLogger("kinesim.sns")
 
 _MISSING = object()
 _NUMERIC = {"=": lambda a, b: a == b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
@@ -26,14 +38,20 @@ def matches(sub_attributes: dict[str, str], msg: "Message") -> bool:
     raw = sub_attributes.get("FilterPolicy")
     if not raw:
         return True
-    policy = json.loads(raw)
-    if sub_attributes.get("FilterPolicyScope") == "MessageBody":
+    scope = sub_attributes.get("FilterPolicyScope") or rules.MESSAGE_ATTRIBUTES
+    try:
+        policy = rules.checked(raw, scope)
+    except rules.PolicyRefused as err:
+        log.warning("SNS: a stored filter policy SNS refuses (%s) matches no message", err)
+        return False
+    if scope == rules.MESSAGE_BODY:
         try:
-            body = json.loads(msg.text("default") if isinstance(msg.message, dict) else msg.message)
-        except ValueError:
+            body = user_json.loads(msg.text("default") if isinstance(msg.message, dict) else msg.message)
+        except user_json.InvalidJson:
             return False
-        return isinstance(body, dict) and _match_object(policy, body)
-    return _match_object(policy, {name: _attribute_value(a) for name, a in msg.attributes.items()})
+        return isinstance(body, dict) and _match_object(policy.doc, body, policy.or_relationship)
+    attributes = {name: _attribute_value(a) for name, a in msg.attributes.items()}
+    return _match_object(policy.doc, attributes, policy.or_relationship)
 
 
 def _attribute_value(attr: dict[str, Any]) -> Any:
@@ -46,23 +64,23 @@ def _attribute_value(attr: dict[str, Any]) -> Any:
             return text
     if kind.startswith("String.Array"):
         try:
-            return json.loads(text)
-        except (TypeError, ValueError):
+            return user_json.loads(text)
+        except (TypeError, user_json.InvalidJson):
             return text
     if kind.startswith("Binary"):
         return _MISSING  # binary attributes are not matched by filter policies
     return text
 
 
-def _match_object(policy: dict[str, Any], doc: dict[str, Any]) -> bool:
+def _match_object(policy: dict[str, Any], doc: dict[str, Any], or_relationship: bool) -> bool:
     for key, rule in policy.items():
-        if key == "$or":
-            if not any(_match_object(p, doc) for p in rule):
+        if or_relationship and key == rules.OR:
+            if not any(_match_object(p, doc, or_relationship) for p in rule):
                 return False
             continue
         value = doc.get(key, _MISSING) if isinstance(doc, dict) else _MISSING
         if isinstance(rule, dict):
-            if value is _MISSING or not (isinstance(value, dict) and _match_object(rule, value)):
+            if value is _MISSING or not (isinstance(value, dict) and _match_object(rule, value, or_relationship)):
                 return False
         elif not _match_leaf(rule, value):
             return False
@@ -104,7 +122,16 @@ def _condition(cond: Any, value: Any) -> bool:
             return False
         spec = cond["numeric"]
         return all(_NUMERIC.get(op, lambda a, b: False)(number, bound) for op, bound in zip(spec[::2], spec[1::2]))
+    if "cidr" in cond:
+        return isinstance(value, str) and _in_cidr(value, cond["cidr"])
     return False
+
+
+def _in_cidr(value: str, cidr: str) -> bool:
+    """event-ruler's CIDR match: an address of the range's family within its (inclusive) bounds."""
+    size, address = rules.ip_address(value)
+    low_size, low, high = rules.cidr_range(cidr)
+    return size == low_size and low <= address <= high
 
 
 def _number(value: Any) -> float | None:
@@ -113,9 +140,3 @@ def _number(value: Any) -> float | None:
     if isinstance(value, (int, float)):
         return float(value)
     return None
-
-
-def check(text: str) -> None:
-    """Raise ValueError for a filter policy that is not a JSON object."""
-    if not isinstance(json.loads(text), dict):
-        raise ValueError("the filter policy must be a JSON object")

@@ -10,12 +10,12 @@ acknowledged with the first message's ids and not delivered again.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from kinesim.protocol import user_json
 from kinesim.protocol.errors import AwsError
 
 from .delivery import Message
@@ -78,8 +78,8 @@ def _structured(message: str, structure: str | None) -> str | dict[str, str]:
     if structure != "json":
         return message
     try:
-        doc = json.loads(message)
-    except ValueError:
+        doc = user_json.loads(message)
+    except user_json.InvalidJson:  # AWS's one text for any document it cannot read (recorded)
         raise invalid("Invalid parameter: Message Structure - JSON message body failed to parse") from None
     # Only string values name a protocol's text; others are ignored (AWS's documentation).
     texts = {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}

@@ -24,6 +24,9 @@ import botocore.loaders
 
 from ..protocol.errors import AwsError
 
+# The depth counted for a shape that contains itself (SNS's model has none).
+_RECURSIVE_PARTS = 32
+
 
 def parse_form(text: str) -> dict[str, str]:
     """A form's pairs (the last value wins for a repeated name, as AWS's front end takes it)."""
@@ -39,6 +42,12 @@ class QueryModel:
         self.ops: dict[str, dict[str, Any]] = model["operations"]
         self.namespace: str = model["metadata"]["xmlNamespace"]
         self.version: str = model["metadata"]["apiVersion"]
+        # Per input shape, how many dot-separated parts its longest parameter name has
+        # (`Attributes.entry.1.value`: 4). A form name with more parts names no member: it is
+        # ignored, as AWS ignores what its model does not know, before anything is built from it.
+        self.max_parts: dict[str, int] = {
+            op["input"]["shape"]: self._parts(self.shapes[op["input"]["shape"]], frozenset())
+            for op in self.ops.values() if "input" in op}
 
     # requests
 
@@ -48,9 +57,23 @@ class QueryModel:
         op = self.ops[operation]
         if "input" not in op:
             return {}
-        keys = _Keys(form)
-        value = self._decode(self.shapes[op["input"]["shape"]], "", keys, "")
+        shape = op["input"]["shape"]
+        keys = _Keys(form, self.max_parts[shape])
+        value = self._decode(self.shapes[shape], "", keys, "")
         return value or {}
+
+    def _parts(self, shape: dict[str, Any], seen: frozenset[int]) -> int:
+        if id(shape) in seen:  # a recursive shape (none in SNS's model): bounded all the same
+            return _RECURSIVE_PARTS
+        seen = seen | {id(shape)}
+        kind = shape["type"]
+        if kind == "structure":
+            return max((1 + self._parts(self.shapes[m["shape"]], seen) for m in shape["members"].values()), default=0)
+        if kind == "list":  # Name.member.N, or Name.N when flattened
+            return (1 if shape.get("flattened") else 2) + self._parts(self.shapes[shape["member"]["shape"]], seen)
+        if kind == "map":  # Name.entry.N.key / .value, or Name.N.key when flattened
+            return (2 if shape.get("flattened") else 3) + self._parts(self.shapes[shape["value"]["shape"]], seen)
+        return 0
 
     def _decode(self, shape: dict[str, Any], prefix: str, keys: "_Keys", path: str) -> Any:
         kind = shape["type"]
@@ -140,15 +163,22 @@ class QueryModel:
 
 
 class _Keys:
-    """The form's names, with the prefixes of nested members precomputed."""
+    """The form's names, with the prefixes of nested members precomputed.
 
-    def __init__(self, form: dict[str, str]):
+    Only names with at most `max_parts` parts get prefixes: each of a name's prefixes is a copy of
+    part of it, so a name with n dots would otherwise cost n copies of up to n characters (a 16 KB
+    name of dots: 128 MB). Bounded so, the prefixes cost at most max_parts times the body."""
+
+    def __init__(self, form: dict[str, str], max_parts: int):
         self.form = form
         self.prefixes: set[str] = set()
         for key in form:
-            parts = key.split(".")
-            for i in range(1, len(parts)):
-                self.prefixes.add(".".join(parts[:i]))
+            if key.count(".") >= max_parts:  # more parts than any member's name: names nothing
+                continue
+            end = key.find(".")
+            while end != -1:
+                self.prefixes.add(key[:end])
+                end = key.find(".", end + 1)
 
     def has(self, key: str) -> bool:
         return key in self.form or key in self.prefixes

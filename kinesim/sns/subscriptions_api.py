@@ -8,13 +8,13 @@ recorded them (tests/aws/services/sns snapshots).
 """
 from __future__ import annotations
 
-import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kinesim.protocol import user_json
 from kinesim.protocol.errors import AwsError
 
-from . import filter_policy
+from . import filter_policy_rules
 from .errors import check_arn, invalid
 from .model import Subscription
 from .topics_api import LIST_PAGE, page
@@ -30,9 +30,10 @@ _COMPARED = ("DeliveryPolicy", "FilterPolicy", "FilterPolicyScope", "RawMessageD
              "SubscriptionRoleArn")
 
 
-def _check_attribute(name: str, value: str, topic_fifo: bool, prefix: str) -> str:
+def _check_attribute(name: str, value: str, topic_fifo: bool, prefix: str, scope: str) -> str:
     """A subscription attribute's value as stored, or AWS's error. `prefix` is "Attributes Reason: "
-    for Subscribe, "" for SetSubscriptionAttributes (the two texts AWS words differently)."""
+    for Subscribe, "" for SetSubscriptionAttributes (the two texts AWS words differently); `scope`
+    is the FilterPolicyScope a FilterPolicy is checked for."""
     if name not in SETTABLE:
         raise invalid("Invalid parameter: AttributeName")
     if name == "RawMessageDelivery":
@@ -40,16 +41,16 @@ def _check_attribute(name: str, value: str, topic_fifo: bool, prefix: str) -> st
             raise invalid(f"Invalid parameter: {prefix}RawMessageDelivery: Invalid value [{value}]. "
                           "Must be true or false.")
         return value.lower()
-    if name in ("FilterPolicy", "RedrivePolicy", "DeliveryPolicy") and value:
+    if name == "FilterPolicy" and value:  # refused here, so that no Publish ever fails on it
         try:
-            doc = json.loads(value)
-        except ValueError as err:
+            filter_policy_rules.check(value, scope)
+        except filter_policy_rules.PolicyRefused as err:
+            raise invalid(f"Invalid parameter: {prefix}{err}") from None
+    if name in ("RedrivePolicy", "DeliveryPolicy") and value:
+        try:
+            doc = user_json.loads(value)
+        except user_json.InvalidJson as err:
             raise invalid(f"Invalid parameter: {prefix}{name}: failed to parse JSON. {err}") from None
-        if name == "FilterPolicy":
-            try:
-                filter_policy.check(value)
-            except ValueError as err:
-                raise invalid(f"Invalid parameter: {prefix}FilterPolicy: {err}") from None
         if name == "RedrivePolicy":
             dlq = doc.get("deadLetterTargetArn", "") if isinstance(doc, dict) else ""
             if len(str(dlq).split(":")) < 6 or not str(dlq).startswith("arn:"):
@@ -85,8 +86,9 @@ def subscribe(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     topic = svc.topic(p["TopicArn"])
     protocol = p["Protocol"]
     endpoint = _check_endpoint(protocol, p.get("Endpoint"), topic.arn)
-    attributes = {k: _check_attribute(k, v, topic.fifo, "Attributes Reason: ")
-                  for k, v in (p.get("Attributes") or {}).items()}
+    given = p.get("Attributes") or {}
+    scope = given.get("FilterPolicyScope") or filter_policy_rules.MESSAGE_ATTRIBUTES
+    attributes = {k: _check_attribute(k, v, topic.fifo, "Attributes Reason: ", scope) for k, v in given.items()}
     if protocol == "firehose" and not attributes.get("SubscriptionRoleArn"):
         # AWS requires the role SNS assumes to write to the delivery stream (exact text not recorded).
         raise invalid("Invalid parameter: Attributes Reason: SubscriptionRoleArn is required for firehose protocol")
@@ -154,7 +156,8 @@ def set_subscription_attributes(svc: SnsService, p: dict[str, Any]) -> None:
     sub = svc.subscription(p["SubscriptionArn"])
     name, value = p["AttributeName"], p.get("AttributeValue", "")
     topic = svc.topics.get(sub.topic_arn)
-    value = _check_attribute(name, value, bool(topic and topic.fifo), "")
+    scope = sub.attributes.get("FilterPolicyScope") or filter_policy_rules.MESSAGE_ATTRIBUTES
+    value = _check_attribute(name, value, bool(topic and topic.fifo), "", scope)
     with svc.lock:
         attributes = {**sub.attributes, name: value}
         if name in ("FilterPolicy", "RedrivePolicy") and not value:  # an empty value removes the policy

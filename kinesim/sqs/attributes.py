@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from kinesim.protocol import user_json
+
 from .errors import SqsError, invalid_attribute_value, invalid_parameter, unknown_attribute
 
 MAX_MESSAGE_SIZE = 1024 * 1024
@@ -112,24 +114,34 @@ def _checked(name: str, value: Any, bounds: tuple[int, int] | None) -> str:
         return text.lower()
     if name in _ENUMS and text not in _ENUMS[name]:
         raise invalid_attribute_value(name)
-    if name in ("Policy", "RedriveAllowPolicy") and text:
-        try:
-            if not isinstance(json.loads(text), dict):
-                raise ValueError
-        except ValueError:
-            raise invalid_attribute_value(name) from None
+    if name == "Policy" and text and not isinstance(_document(text), dict):
+        raise invalid_attribute_value(name)
+    if name == "RedriveAllowPolicy" and text and not isinstance(_document(text), dict):
+        # AWS's reason for a document that is not a JSON object (as an AWS-parity SQS emulator
+        # words it; AWS's SQS documentation names the format: redrivePermission, sourceQueueArns).
+        raise invalid_attribute_value(name, "Amazon SQS can't create the redrive allow policy, as it’s in an "
+                                            "unsupported format.")
     return text
+
+
+def _document(text: str) -> Any:
+    """A policy's JSON, or None when it is none (malformed, or nested past what a JSON reader
+    takes: AWS answers both alike)."""
+    try:
+        return user_json.loads(text)
+    except user_json.InvalidJson:
+        return None
 
 
 def redrive_policy(text: str) -> dict[str, Any]:
     """A RedrivePolicy's JSON as {deadLetterTargetArn, maxReceiveCount (int)}; AWS's texts
     (LocalStack's provider, validated against AWS)."""
-    try:
-        policy = json.loads(text)
-    except ValueError:
-        raise invalid_attribute_value("RedrivePolicy") from None
+    policy = _document(text)
     if not isinstance(policy, dict):
-        raise invalid_attribute_value("RedrivePolicy")
+        # A real AWS answer (InvalidAttributeValue, quoted in a user's report of a failed
+        # SetQueueAttributes): "Invalid value for the parameter RedrivePolicy. Reason: Redrive policy
+        # is not a valid JSON map."
+        raise invalid_attribute_value("RedrivePolicy", "Redrive policy is not a valid JSON map.")
     if "deadLetterTargetArn" not in policy:
         raise invalid_parameter("The required parameter 'deadLetterTargetArn' is missing")
     if "maxReceiveCount" not in policy:

@@ -134,10 +134,8 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         assert queue.cond is not None
         # Each waiting receive holds a request thread: past the cap it answers at once, so that
         # long polls cannot take the threads other clients need.
-        waiting = wait > 0 and service.long_polls < service.settings.max_long_polls
-        deadline = now() + (wait if waiting else 0)
-        service.long_polls += waiting
-        try:
+        with service.long_polls.waiting(wait > 0) as waiting:
+            deadline = now() + (wait if waiting else 0)
             while True:
                 taken = _receive(service, queue, limit, visibility)
                 current = now()
@@ -146,8 +144,6 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
                 # Woken by a send (Queue.add), or when the next delayed or in-flight message is due.
                 due = queue.next_change(current)
                 queue.cond.wait(min(deadline, due) - current if due is not None else deadline - current)
-        finally:
-            service.long_polls -= waiting
         if not taken:
             return {}  # AWS leaves Messages out when there are none
         return {"Messages": [_wire_message(m, queue, system_names, user_filter) for m in taken]}

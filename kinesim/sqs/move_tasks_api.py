@@ -13,6 +13,8 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kinesim.protocol import user_json
+
 from .errors import SqsError, invalid_parameter, invalid_value
 from .messages_api import transfer
 from .queue import Queue, now
@@ -78,7 +80,7 @@ def list_message_move_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any
 
 def cancel_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     try:
-        handle = json.loads(base64.b64decode(params["TaskHandle"], validate=True))
+        handle = user_json.loads(base64.b64decode(params["TaskHandle"], validate=True))  # the client's text
         source_arn = handle["sourceArn"]
         if not isinstance(source_arn, str) or not isinstance(handle["taskId"], str):
             raise TypeError

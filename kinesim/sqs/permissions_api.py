@@ -3,8 +3,9 @@ writes them (LocalStack's test_sqs_permission_lifecycle snapshot, recorded again
 not enforced: kinesim checks no permissions."""
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
+
+from kinesim.protocol import user_json
 
 from .errors import invalid_parameter, invalid_value
 from .queue import Queue, now
@@ -18,15 +19,17 @@ def _one_or_list(values: list[str]) -> str | list[str]:
 
 
 def _policy(queue: Queue) -> dict[str, Any]:
+    # The stored Policy passed SetQueueAttributes' check (a JSON object, nested at most as deep as
+    # user_json reads); `user_json.dumps` writes it back however deep it is.
     text = queue.attributes.get("Policy")
-    policy = json.loads(text) if text else {"Version": "2008-10-17", "Id": f"{queue.arn}/SQSDefaultPolicy"}
+    policy = user_json.loads(text) if text else {"Version": "2008-10-17", "Id": f"{queue.arn}/SQSDefaultPolicy"}
     policy.setdefault("Statement", [])
     return policy
 
 
 def _save(call: Call, queue: Queue, policy: dict[str, Any]) -> None:
     if policy["Statement"]:
-        queue.attributes["Policy"] = json.dumps(policy, separators=(",", ":"))
+        queue.attributes["Policy"] = user_json.dumps(policy)
     else:
         queue.attributes.pop("Policy", None)  # the last statement gone, so is the attribute
     queue.modified = now()

@@ -3,9 +3,10 @@ PurgeQueue, TagQueue/UntagQueue/ListQueueTags, ListDeadLetterSourceQueues."""
 from __future__ import annotations
 
 import base64
-import json
 import re
 from typing import TYPE_CHECKING, Any
+
+from kinesim.protocol import user_json
 
 from . import attributes as attrs
 from .errors import SqsError, invalid_parameter, invalid_value, queue_does_not_exist
@@ -200,7 +201,7 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
         target = call.queue(params["QueueUrl"])
         names = sorted(q.name for q in service.queues.values()
                        if q.attributes.get("RedrivePolicy")
-                       and json.loads(q.attributes["RedrivePolicy"])["deadLetterTargetArn"] == target.arn)
+                       and user_json.loads(q.attributes["RedrivePolicy"])["deadLetterTargetArn"] == target.arn)
         page, token = _page(names, params)
         out: dict[str, Any] = {"queueUrls": [call.url(service.queues[n]) for n in page]}
         if token:

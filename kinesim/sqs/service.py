@@ -24,6 +24,7 @@ from kinesim.config import Settings
 from kinesim.protocol.errors import AwsError
 from kinesim.protocol.operations import JsonService
 from kinesim.protocol.validation import ModelValidator
+from kinesim.long_polls import LongPolls
 from kinesim.store import Store
 
 from .errors import SqsError, invalid_parameter, missing_parameter, queue_does_not_exist, unknown_attribute
@@ -62,7 +63,7 @@ class SqsService(JsonService):
     operations = OPERATIONS
     target_prefix = "AmazonSQS"  # JSON 1.0 (the model's jsonVersion): the edge answers in it
 
-    def __init__(self, settings: Settings, store: Store):
+    def __init__(self, settings: Settings, store: Store, long_polls: LongPolls | None = None):
         self.settings = settings
         self.validator = ModelValidator("sqs")
         model = botocore.session.get_session().get_service_model("sqs")
@@ -76,7 +77,8 @@ class SqsService(JsonService):
         self.lock = threading.RLock()
         self.persist = QueueStore(store)
         self.closing = False
-        self.long_polls = 0  # ReceiveMessage calls waiting now (at most settings.max_long_polls)
+        # ReceiveMessage calls waiting now: one cap with Kinesis queues' long polls, from the server.
+        self.long_polls = long_polls or LongPolls(settings.max_long_polls)
         self.move_tasks: list[dict[str, Any]] = []  # newest first (move_tasks_api)
         with self.lock:
             self.queues: dict[str, Queue] = self.persist.load(self.new_condition)
