@@ -5,5 +5,6 @@ on the edge; `streams_api` and `records_api` hold its operations, `buffers` the 
 buffers committed before every acknowledgement, `source` the Kinesis stream reader of
 KinesisStreamAsSource, and `delivery` the per-stream flush loop that writes objects. The record
 transformations it applies are pure functions in `keys`, `compression`, `conversion`,
-`partitioning` and `transform`.
+`partitioning` and `transform`; MetadataExtraction's jq queries run in worker processes
+(`jq_runner` in the server, `jq_worker` in each worker).
 """

@@ -63,11 +63,13 @@ import json
 import re
 from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
+import re2
 
 ERROR_OUTPUT_TYPE = "format-conversion-failed"
 
@@ -429,20 +431,34 @@ def _hive_timestamp(value: Any, formats: list[str]) -> datetime | None:
     return None
 
 
-# Joda pattern letters a Hive TimestampFormats entry may use, as regex groups.
+# Joda pattern letters a Hive TimestampFormats entry may use, as regex groups. `\p{Nd}` is what
+# `\d` meant when these were `re` patterns (any Unicode decimal digit, which int() reads).
 _JODA_FIELDS = {
-    "y": r"(?P<y>[+-]?\d{1,9})", "Y": r"(?P<y>[+-]?\d{1,9})", "x": r"(?P<y>[+-]?\d{1,9})",
-    "M": r"(?P<M>\d{1,2})", "d": r"(?P<d>\d{1,2})", "H": r"(?P<H>\d{1,2})", "k": r"(?P<H>\d{1,2})",
-    "h": r"(?P<h>\d{1,2})", "K": r"(?P<h>\d{1,2})", "m": r"(?P<m>\d{1,2})", "s": r"(?P<s>\d{1,2})",
-    "S": r"(?P<S>\d{1,9})", "a": r"(?P<a>[AaPp][Mm])", "D": r"(?P<D>\d{1,3})",
-    "Z": r"(?P<Z>Z|[+-]\d{2}:?\d{2})", "E": r"[A-Za-z]+",
+    "y": r"(?P<y>[+-]?\p{Nd}{1,9})", "Y": r"(?P<y>[+-]?\p{Nd}{1,9})", "x": r"(?P<y>[+-]?\p{Nd}{1,9})",
+    "M": r"(?P<M>\p{Nd}{1,2})", "d": r"(?P<d>\p{Nd}{1,2})", "H": r"(?P<H>\p{Nd}{1,2})",
+    "k": r"(?P<H>\p{Nd}{1,2})", "h": r"(?P<h>\p{Nd}{1,2})", "K": r"(?P<h>\p{Nd}{1,2})",
+    "m": r"(?P<m>\p{Nd}{1,2})", "s": r"(?P<s>\p{Nd}{1,2})", "S": r"(?P<S>\p{Nd}{1,9})",
+    "a": r"(?P<a>[AaPp][Mm])", "D": r"(?P<D>\p{Nd}{1,3})",
+    "Z": r"(?P<Z>Z|[+-]\p{Nd}{2}:?\p{Nd}{2})", "E": r"[A-Za-z]+",
 }
 _MONTH_NAMES = {name: i + 1 for i, name in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])}
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # RE2 would print each refused pattern on the server's stderr
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_GROUP_NAME = re.compile(r"\(\?P<(\w+)>")
 
 
-def _joda_parse(pattern: str, text: str) -> datetime | None:
+@lru_cache(maxsize=256)
+def _joda_regex(pattern: str) -> Any:
+    """A Joda pattern as a compiled RE2 regex, or None for a pattern Hive could not use.
+
+    RE2, not `re`: the client writes the pattern, and `E` (and `MMM`) are repeatable letter runs,
+    so `E'a'E'a'...'b'` made `re` backtrack exponentially on every record value (10 pairs on 40
+    letters: 2.5 s of the server's interpreter per value). RE2 matches in time linear in the value
+    and picks the same groups as `re` did (leftmost-first submatches)."""
     regex: list[str] = []
+    fields: set[str] = set()
     i = 0
     while i < len(pattern):
         char = pattern[i]
@@ -456,19 +472,33 @@ def _joda_parse(pattern: str, text: str) -> datetime | None:
         count = 1
         while i + count < len(pattern) and pattern[i + count] == char:
             count += 1
-        if char == "M" and count >= 3:
-            regex.append(r"(?P<MMM>[A-Za-z]+)")
-        elif char.isalpha():
-            if char not in _JODA_FIELDS:
-                return None
-            regex.append(_JODA_FIELDS[char])
-        else:
-            regex.append(re.escape(char * count))
         i += count
+        if not char.isalpha():
+            regex.append(re.escape(char * count))
+            continue
+        field = r"(?P<MMM>[A-Za-z]+)" if char == "M" and count >= 3 else _JODA_FIELDS.get(char)
+        if field is None:
+            return None
+        name = _GROUP_NAME.match(field)
+        if name:
+            if name[1] in fields:  # a field given twice (`re` refused the repeated group name)
+                return None
+            fields.add(name[1])
+        regex.append(field)
     try:
-        match = re.fullmatch("".join(regex), text)
-    except re.error:  # a letter used twice
+        return re2.compile("".join(regex), _RE2_OPTIONS)
+    except (re2.error, UnicodeEncodeError):  # a lone surrogate: RE2 reads UTF-8
         return None
+
+
+def _joda_parse(pattern: str, text: str) -> datetime | None:
+    compiled = _joda_regex(pattern)
+    if compiled is None:
+        return None
+    try:
+        match = compiled.fullmatch(text)
+    except UnicodeEncodeError:  # RE2 reads UTF-8, which has no lone surrogate: one U+FFFD each
+        match = compiled.fullmatch(_LONE_SURROGATE.sub("\ufffd", text))
     if not match:
         return None
     parts = match.groupdict()
@@ -513,7 +543,7 @@ def _documents(record: bytes) -> list[dict]:
             return documents
         try:
             document, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than Python reads
             raise _RecordError(MALFORMED_JSON) from None
         if isinstance(document, list):
             raise _RecordError(SCHEMA_MISMATCH)  # an array of documents is not valid input
@@ -546,11 +576,12 @@ def infer_columns(records: list[bytes], config: dict) -> list[dict]:
     for record in records:
         try:
             documents = _documents(record)
-        except _RecordError:
+            shapes = [(key, _shape(value)) for document in documents
+                      for key, value in _normalized_deep(document, deserializer).items()]
+        except (_RecordError, RecursionError):  # (nested too deep to walk: convert refuses it too)
             continue
-        for document in documents:
-            for key, value in _normalized_deep(document, deserializer).items():
-                merged[key] = _merge(merged.get(key), _shape(value))
+        for key, shape in shapes:
+            merged[key] = _merge(merged.get(key), shape)
     for column, json_key in deserializer.mappings.items():
         # A mapped column takes its values from another JSON key.
         source = deserializer.key(json_key)
@@ -643,6 +674,8 @@ def convert(
             rows += _rows(record, schema, deserializer)
         except _RecordError as error:
             errors.append((record, str(error)))
+        except RecursionError:  # a value nested too deep to convert: not a reason to stop delivery
+            errors.append((record, MALFORMED_JSON))
     if not rows:
         return None, errors
     table = pa.Table.from_pylist(rows, schema=schema)

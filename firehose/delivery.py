@@ -45,6 +45,7 @@ from kinesim.protocol.errors import AwsError
 
 from . import compression, conversion, keys, partitioning, transform
 from .buffers import Buffer, Record
+from .jq_runner import JqPool, JqUnavailable
 from .source import KinesisSource
 
 log = logging.getLogger("kinesim.firehose")
@@ -291,21 +292,23 @@ def lambda_transform(cfg: FlushConfig, items: list[Item], processor: dict[str, A
     return out
 
 
-def extract_metadata(items: list[Item], processor: dict[str, Any], failures: Failures) -> list[Item]:
+def extract_metadata(items: list[Item], processor: dict[str, Any], jq: JqPool, failures: Failures) -> list[Item]:
+    """MetadataExtraction: every item's keys in one call to the jq workers (raises JqUnavailable
+    when there are none: the batch is then retried, no record is routed anywhere)."""
     query = partitioning.processor_parameters(processor).get("MetadataExtractionQuery", "")
     out = []
-    for item in items:
-        try:
-            item.keys["query"] = partitioning.extract_partition_keys(item.data, query)
-        except partitioning.PartitioningError as err:
+    for item, found in zip(items, partitioning.extract_partition_keys([i.data for i in items], query, jq)):
+        if isinstance(found, partitioning.PartitioningError):
             failures.setdefault(partitioning.ERROR_OUTPUT_TYPE, []).append(
-                (item.record, error_document(item.record, err.code, err.message, 1)))
+                (item.record, error_document(item.record, found.code, found.message, 1)))
             continue
+        item.keys["query"] = found
         out.append(item)
     return out
 
 
-def process(cfg: FlushConfig, records: list[Record], invoke: Any, region: str, failures: Failures) -> list[Item]:
+def process(cfg: FlushConfig, records: list[Record], invoke: Any, region: str, jq: JqPool,
+            failures: Failures) -> list[Item]:
     """The processors, in the order Firehose applies them: RecordDeAggregation, Lambda,
     MetadataExtraction, then AppendDelimiterToRecord."""
     items = [Item(r.id, r, r.data) for r in records]
@@ -315,7 +318,7 @@ def process(cfg: FlushConfig, records: list[Record], invoke: Any, region: str, f
     if "Lambda" in processors:
         items = lambda_transform(cfg, items, processors["Lambda"], invoke, region, failures)
     if "MetadataExtraction" in processors:
-        items = extract_metadata(items, processors["MetadataExtraction"], failures)
+        items = extract_metadata(items, processors["MetadataExtraction"], jq, failures)
     if "AppendDelimiterToRecord" in processors:
         for item in items:
             item.data = partitioning.append_delimiter(item.data)
@@ -383,10 +386,10 @@ def backup_objects(cfg: FlushConfig, records: list[Record]) -> list[S3Object]:
     return [S3Object(backup["BucketARN"], key, body, records, encoding, kind="backup", record_count=len(records))]
 
 
-def build_objects(cfg: FlushConfig, records: list[Record], invoke: Any, region: str) -> list[S3Object]:
+def build_objects(cfg: FlushConfig, records: list[Record], invoke: Any, region: str, jq: JqPool) -> list[S3Object]:
     """Every object a batch becomes: data (per partition), error output (per error type), backup."""
     failures: Failures = {}
-    items = process(cfg, records, invoke, region, failures)
+    items = process(cfg, records, invoke, region, jq, failures)
     objects = data_objects(cfg, items, failures)
     for output_type, failed in failures.items():
         objects += error_objects(cfg, failed, output_type)
@@ -413,6 +416,10 @@ class Worker(threading.Thread):
         while not self.stopped.is_set():
             try:
                 self.step()
+            except JqUnavailable as err:  # no jq worker (the server is stopping): the batch waits
+                if not self.stopped.is_set():
+                    self.note_error(f"InternalError: {err}")
+                    self.stopped.wait(RETRY_EVERY_S * self.scale)
             except Exception as err:  # a bug in one flush must not end delivery for good
                 log.exception("firehose %s: delivery failed", self.ds.name)
                 self.note_error(f"InternalError: {err}")
@@ -439,7 +446,7 @@ class Worker(threading.Thread):
     def flush(self, cfg: FlushConfig, batch: list[Record]) -> bool:
         """Write every object of `batch`, each to its destination, else to the error output, else
         nowhere (see the module docstring); False only when stopped before that was decided."""
-        pending = build_objects(cfg, batch, self.svc.invoke, self.svc.settings.region)
+        pending = build_objects(cfg, batch, self.svc.invoke, self.svc.settings.region, self.svc.jq)
         dynamic = bool((cfg.dest.get("DynamicPartitioningConfiguration") or {}).get("Enabled"))
         retry_s = (cfg.dest["DynamicPartitioningConfiguration"]["RetryOptions"]["DurationInSeconds"]
                    if dynamic else S3_RETRY_S) * self.scale

@@ -7,12 +7,15 @@ AppendDelimiterToRecord when the record is written.
 
 Interface used by the delivery service:
 
-- ``extract_partition_keys(record, query) -> dict[str, str]``: MetadataExtraction with
-  AWS's JQ form, e.g. ``{customer_id: .customer_id, year: .event_timestamp|strftime("%Y")}``,
-  using the ``jq`` package (each query is compiled once and cached). Values must be
-  scalars: strings as they are, numbers and booleans as JSON text. Raises PartitioningError
-  for a record that is not JSON, a query that fails on it, or a key without a value; the
-  caller routes such records to the error output with error type ``processing-failed``.
+- ``extract_partition_keys(records, query, jq) -> list[dict[str, str] | PartitioningError]``:
+  MetadataExtraction with AWS's JQ form, e.g. ``{customer_id: .customer_id, year:
+  .event_timestamp|strftime("%Y")}``, for a delivery's records at once, evaluated by the
+  server's `jq_runner.JqPool` (never in the server's interpreter; each worker compiles a query
+  once). Values must be scalars: strings as they are, numbers and booleans as JSON text. A
+  PartitioningError stands for a record that is not JSON, a query that fails on it (or exceeds
+  the pool's time or memory limit), or a key without a value; the caller routes such records to
+  the error output with error type ``processing-failed``. Raises jq_runner.JqUnavailable when no
+  worker could evaluate at all (the caller retries the batch later).
 - ``deaggregate(record, sub_record_type, delimiter=None) -> list[bytes]``:
   RecordDeAggregation. ``JSON``: consecutive JSON objects (``{"a":1}{"a":2}`` or JSON
   lines; an array of objects is not valid input), each returned as it was written.
@@ -21,9 +24,11 @@ Interface used by the delivery service:
 - ``append_delimiter(record, delimiter=b"\\n") -> bytes``: AppendDelimiterToRecord.
 - ``processor_parameters(processor) -> dict[str, str]``: a Processor's Parameters list as
   a dict.
-- ``validate_processing(prefix, processing_configuration, dynamic_partitioning)``: what
+- ``validate_processing(prefix, processing_configuration, dynamic_partitioning, jq)``: what
   CreateDeliveryStream rejects about processors and partition keys, raising AwsError
-  InvalidArgumentException with AWS's message (prefix rules: `firehose.keys`).
+  InvalidArgumentException with AWS's message (prefix rules: `firehose.keys`). The query is
+  compiled and run on null in the pool: one that does not compile, or that exceeds the pool's
+  limits on null (`def f: f; f`), is an invalid MetadataExtractionQuery.
 """
 
 from __future__ import annotations
@@ -31,13 +36,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from functools import lru_cache
-from typing import Any
 
-import jq
-
+from firehose.jq_runner import JqFailed, JqPool, JqUnavailable
 from firehose.keys import expressions
-from kinesim.protocol.errors import invalid_argument
+from kinesim.protocol.errors import AwsError, invalid_argument
 
 ERROR_OUTPUT_TYPE = "processing-failed"
 MAX_SUB_RECORDS = 500
@@ -57,33 +59,10 @@ class PartitioningError(ValueError):
         self.message = message
 
 
-@lru_cache(maxsize=256)
-def _compiled(query: str) -> Any:
-    return jq.compile(query)
-
-
-def extract_partition_keys(record: bytes, query: str) -> dict[str, str]:
-    """The partition keys ``query`` (a MetadataExtractionQuery) extracts from ``record``."""
-    try:
-        document = json.loads(record)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise PartitioningError("Non JSON record provided") from None
-    try:
-        program = _compiled(query)
-    except ValueError as error:
-        raise PartitioningError(f"Invalid MetadataExtractionQuery: {error}") from None
-    try:
-        results = program.input_value(document).all()
-    except ValueError as error:
-        raise PartitioningError(f"Failed to execute the MetadataExtractionQuery: {error}") from None
-    if len(results) != 1 or not isinstance(results[0], dict):
-        raise PartitioningError("The MetadataExtractionQuery must produce one JSON object")
-    keys = {}
-    for name, value in results[0].items():
-        if value is None or isinstance(value, (dict, list)):
-            raise PartitioningError(f"The partition key {name} has no scalar value: {json.dumps(value)}")
-        keys[name] = value if isinstance(value, str) else json.dumps(value)
-    return keys
+def extract_partition_keys(records: list[bytes], query: str, jq: JqPool) -> list[dict[str, str] | PartitioningError]:
+    """The partition keys `query` (a MetadataExtractionQuery) extracts from each record."""
+    return [PartitioningError(reply["error"]) if "error" in reply else reply["keys"]
+            for reply in jq.partition_keys(query, records)]
 
 
 def deaggregate(record: bytes, sub_record_type: str, delimiter: str | None = None) -> list[bytes]:
@@ -122,7 +101,7 @@ def _json_documents(record: bytes) -> list[bytes]:
             return parts
         try:
             document, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than Python reads
             raise PartitioningError("Non JSON record provided", code="RecordDeAggregation.Failed") from None
         if not isinstance(document, dict):
             raise PartitioningError(
@@ -142,7 +121,8 @@ def processor_parameters(processor: dict) -> dict[str, str]:
     return {p["ParameterName"]: p["ParameterValue"] for p in processor.get("Parameters") or []}
 
 
-def validate_processing(prefix: str | None, processing_configuration: dict | None, dynamic_partitioning: bool) -> None:
+def validate_processing(prefix: str | None, processing_configuration: dict | None, dynamic_partitioning: bool,
+                        jq: JqPool) -> None:
     """Reject what CreateDeliveryStream rejects about processors and partition keys."""
     configuration = processing_configuration or {}
     enabled = configuration.get("Enabled", bool(configuration.get("Processors")))
@@ -162,11 +142,7 @@ def validate_processing(prefix: str | None, processing_configuration: dict | Non
             if parameters.get("JsonParsingEngine") not in JSON_PARSING_ENGINES or "MetadataExtractionQuery" not in parameters:
                 raise invalid_argument("MetaDataExtraction JSON Parsing Engine has to be one of JQ-1.6")
             query = parameters["MetadataExtractionQuery"]
-            try:
-                _compiled(query)
-            except ValueError:
-                raise invalid_argument(f"Invalid MetadataExtractionQuery: {query}") from None
-            if not _query_keys(query) <= query_keys:
+            if not _query_keys(query, jq) <= query_keys:
                 raise invalid_argument(
                     "MetaDataExtraction JQ Query can't contain keys that are not present in the S3 Prefix expression"
                 )
@@ -188,18 +164,30 @@ def validate_processing(prefix: str | None, processing_configuration: dict | Non
         )
 
 
-def _query_keys(query: str) -> set[str]:
-    """The keys of a JQ object constructor ``{a: .x, "b": .y}``, found by running it on null.
+def _query_keys(query: str, jq: JqPool) -> set[str]:
+    """The keys of a JQ object constructor ``{a: .x, "b": .y}``, found by running it on null in
+    the pool; InvalidArgumentException for a query that does not compile or exceeds the pool's
+    limits (the same answer as for a syntax error: AWS documents no other).
 
     The constructor's keys do not depend on the input, but its values may fail on null
     (e.g. strftime); those keys are then read from the query text instead.
     """
     try:
-        result = _compiled(query).input_value(None).first()
-        if isinstance(result, dict):
-            return set(result)
-    except (ValueError, StopIteration):
-        pass
+        inspection = jq.inspect(query)
+    except JqFailed:
+        raise invalid_argument(f"Invalid MetadataExtractionQuery: {query}") from None
+    except JqUnavailable:
+        raise AwsError("ServiceUnavailableException", "The service is unavailable. Back off and retry the operation.",
+                       503) from None
+    if "compile_error" in inspection:
+        raise invalid_argument(f"Invalid MetadataExtractionQuery: {query}")
+    if inspection["keys"] is not None:
+        return set(inspection["keys"])
+    return _keys_in_text(query)
+
+
+def _keys_in_text(query: str) -> set[str]:
+    """The keys of the top-level object constructor, read from the query's text."""
     keys = set()
     depth = 0
     token = ""

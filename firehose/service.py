@@ -3,7 +3,8 @@
 Each operation is a plain function `(service, params) -> response dict` in the module of its
 concern, named in the table of `operations.py` (`streams_api`: the control plane, `records_api`:
 PutRecord/PutRecordBatch). Delivery itself runs in background workers (`delivery`), one per
-delivery stream, started here and stopped by `close()`.
+delivery stream, started here and stopped by `close()`, which also ends the jq worker processes
+(`jq_runner`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kinesim.store import Store
 
 from . import records_api
 from .delivery import Deliveries
+from .jq_runner import JqPool
 from .model import DeliveryStream
 from .operations import OPERATIONS
 
@@ -44,6 +46,7 @@ class FirehoseService(JsonService):
         self.streams: dict[str, DeliveryStream] = {
             name: DeliveryStream.from_doc(doc) for name, doc in store.documents("firehose-stream").items()}
         self.deliveries = Deliveries(self)
+        self.jq = JqPool()  # MetadataExtraction queries run in its worker processes (none until the first)
 
     def start(self) -> None:
         """Start (or resume, after a restart) delivery for every stored delivery stream."""
@@ -53,6 +56,7 @@ class FirehoseService(JsonService):
 
     def close(self) -> None:
         self.deliveries.stop_all()
+        self.jq.close()  # after the deliveries: no batch is evaluating when its worker ends
 
     # identity
 

@@ -108,7 +108,7 @@ def check_destination(svc: FirehoseService, dest: dict[str, Any]) -> None:
         raise invalid_argument("S3BackupConfiguration must be specified when S3BackupMode is Enabled.")
     if "S3BackupDescription" in dest:
         keys.validate_backup_prefix(dest["S3BackupDescription"].get("Prefix"))
-    partitioning.validate_processing(dest.get("Prefix"), dest.get("ProcessingConfiguration"), dynamic)
+    partitioning.validate_processing(dest.get("Prefix"), dest.get("ProcessingConfiguration"), dynamic, svc.jq)
     if svc.objects is not None:
         _check_storable(svc.objects.key_problem, dest)
     zone = dest.get("CustomTimeZone")
@@ -276,18 +276,26 @@ def active(svc: FirehoseService, name: str) -> DeliveryStream:
     return ds
 
 
+def _check_version(ds: DeliveryStream, p: dict[str, Any]) -> None:
+    if p["CurrentDeliveryStreamVersionId"] != str(ds.version):
+        raise AwsError("ConcurrentModificationException",
+                       f"Cannot update firehose: {ds.name} since the current version id: {ds.version} and "
+                       f"specified version id: {p['CurrentDeliveryStreamVersionId']} do not match")
+
+
 def update_destination(svc: FirehoseService, p: dict[str, Any]) -> dict[str, Any]:
     ds = active(svc, p["DeliveryStreamName"])
     dest_kind, update = _one_destination(p, "DestinationUpdate")
     with ds.lock:
-        if p["CurrentDeliveryStreamVersionId"] != str(ds.version):
-            raise AwsError("ConcurrentModificationException",
-                           f"Cannot update firehose: {ds.name} since the current version id: {ds.version} and "
-                           f"specified version id: {p['CurrentDeliveryStreamVersionId']} do not match")
+        _check_version(ds, p)
         if p["DestinationId"] != DESTINATION_ID:
             raise invalid_argument(f"Destination Id {p['DestinationId']} not found")
         dest = apply_update(ds.destination, update, dest_kind == "ExtendedS3")
-        check_destination(svc, dest)
+    # Outside the lock: the check may run the MetadataExtractionQuery in a jq worker, and the
+    # stream's delivery takes this lock for every flush.
+    check_destination(svc, dest)
+    with ds.lock:
+        _check_version(ds, p)  # another update may have been applied meanwhile
         ds.destination = dest
         ds.version += 1
         ds.updated = time.time()

@@ -170,7 +170,7 @@ def parse_response(
     """Each sent record's outcome from the function's response; see the module docstring."""
     try:
         response = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
         raise TransformationFailed(*JSON_PROCESSING_ERROR) from None
     returned = response.get("records") if isinstance(response, dict) else None
     if not isinstance(returned, list):

@@ -357,3 +357,51 @@ def test_error_document_shape():
         "dataCatalogTable": {"catalogId": None, "databaseName": "db", "tableName": "clicks", "region": None,
                              "versionId": "LATEST", "catalogArn": None},
     }
+
+
+# ------------------------------------------------------------- hostile input
+
+# Results of the `re`-based parser this replaced, for the formats Hive users write.
+JODA_CASES = [
+    ("yyyy-MM-dd'T'HH:mm:ss.SSSZ", "2024-01-02T03:04:05.678+0100", datetime(2024, 1, 2, 2, 4, 5, 678000)),
+    ("EEE, dd MMM yyyy HH:mm:ss Z", "Tue, 02 Jan 2024 03:04:05 -0700", datetime(2024, 1, 2, 10, 4, 5)),
+    ("dd/MMM/yyyy:HH:mm:ss Z", "02/Jan/2024:03:04:05 +0000", datetime(2024, 1, 2, 3, 4, 5)),
+    ("MM/dd/yyyy hh:mm a", "01/02/2024 03:04 PM", datetime(2024, 1, 2, 15, 4)),
+    ("EEEE, MMMM d, yyyy", "Tuesday, January 2, 2024", datetime(2024, 1, 2)),
+    ("yyyy-DDD", "2024-032", datetime(2024, 2, 1)),
+    ("h 'oclock' a", "3 oclock pm", datetime(1970, 1, 1, 15)),
+    ("E'a'", "Mona", datetime(1970, 1, 1)),                      # a letter run gives back what follows needs
+    ("yyyy-MM-dd HH:mm:ss", "٢٠٢٤-01-02 03:04:05", datetime(2024, 1, 2, 3, 4, 5)),  # any decimal digits
+    ("yyyy-MM-dd", "2024-13-45", None),
+    ("yyyy yyyy", "2024 2024", None),                             # a field given twice
+    ("'unterminated", "x", None),
+    ("yyyy-MM-dd Q", "2024-01-02 1", None),                       # a letter Hive does not know
+]
+
+
+@pytest.mark.parametrize("pattern,text,expected", JODA_CASES)
+def test_joda_patterns(pattern, text, expected):
+    assert conversion._joda_parse(pattern, text) == (expected and expected.replace(tzinfo=timezone.utc))
+
+
+@pytest.mark.timeout(10)
+def test_a_timestamp_format_cannot_backtrack_for_ever():
+    """`E` is a run of letters; `E'a'` fifteen times made `re` try every split of 60 letters
+    (10 pairs: 2.5 s; the delivery thread held the interpreter, so the whole server waited)."""
+    hostile = "E'a'" * 15 + "'b'"
+    assert conversion._joda_parse(hostile, "a" * 60) is None
+    hive = {"HiveJsonSerDe": {"TimestampFormats": [hostile]}}
+    body, errors = conversion.convert([b'{"t": "' + b"a" * 60 + b'"}'], dfcc(deserializer=hive),
+                                      columns=[{"Name": "t", "Type": "timestamp"}])
+    assert body is None and errors[0][1].startswith("Data does not match the schema.")
+
+
+@pytest.mark.parametrize("columns", [None, [{"Name": "a", "Type": "string"}]], ids=["inferred", "given"])
+def test_a_record_nested_too_deep_is_malformed(columns):
+    # Before, json's RecursionError escaped the flush, which was then retried for ever. Records
+    # nested about as deep as Python reads are converted or refused, depending on the stack left.
+    deep = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    borderline = [b'{"a": ' + b"[" * depth + b"]" * depth + b"}" for depth in range(900, 1000, 10)]
+    body, errors = conversion.convert([b'{"a": "fine"}', deep, *borderline], dfcc(), columns=columns)
+    assert parquet(body).column("a").to_pylist()[0] == "fine"
+    assert errors[0] == (deep, "Encountered malformed JSON.")

@@ -1,20 +1,43 @@
-"""firehose.partitioning: MetadataExtraction (JQ), de-aggregation, delimiters, processor checks."""
+"""firehose.partitioning: MetadataExtraction (JQ, evaluated by a pool of jq workers), de-aggregation,
+delimiters, processor checks."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from firehose import partitioning
+from firehose import jq_worker, partitioning
+from firehose.jq_runner import JqPool
 from firehose.partitioning import (
     PartitioningError,
     append_delimiter,
     deaggregate,
-    extract_partition_keys,
     processor_parameters,
-    validate_processing,
 )
 from kinesim.protocol.errors import AwsError
+
+
+@pytest.fixture(scope="module")
+def jq():
+    pool = JqPool()
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def extract_partition_keys(jq):
+    """One record's keys, or its PartitioningError raised."""
+    def extract(record: bytes, query: str) -> dict[str, str]:
+        [found] = partitioning.extract_partition_keys([record], query, jq)
+        if isinstance(found, PartitioningError):
+            raise found
+        return found
+    return extract
+
+
+@pytest.fixture
+def validate_processing(jq):
+    return lambda prefix, configuration, dynamic: partitioning.validate_processing(prefix, configuration, dynamic, jq)
 
 # The sample record of AWS's "Understand partitioning keys" page.
 RECORD = json.dumps({
@@ -28,13 +51,13 @@ AWS_QUERY = ('{customer_id:.customer_id,device:.type.device,year:.event_timestam
              'hour:.event_timestamp|strftime("%H")}')
 
 
-def test_aws_example_query():
+def test_aws_example_query(extract_partition_keys):
     assert extract_partition_keys(RECORD, AWS_QUERY) == {
         "customer_id": "1234567890", "device": "mobile", "year": "2019", "month": "08", "day": "09", "hour": "20",
     }
 
 
-def test_spacing_as_in_the_brief_and_scalars_become_text():
+def test_spacing_as_in_the_brief_and_scalars_become_text(extract_partition_keys):
     query = '{customer_id: .customer_id, year: .event_timestamp| strftime("%Y"), ts: .event_timestamp, ok: true}'
     assert extract_partition_keys(RECORD, query) == {
         "customer_id": "1234567890", "year": "2019", "ts": "1565382027", "ok": "true",
@@ -42,11 +65,20 @@ def test_spacing_as_in_the_brief_and_scalars_become_text():
 
 
 def test_each_query_is_compiled_once():
-    partitioning._compiled.cache_clear()
+    """In a worker (`jq_worker`, tested here in this process with a query that ends)."""
+    jq_worker.compiled.cache_clear()
     for _ in range(5):
-        extract_partition_keys(RECORD, AWS_QUERY)
-    info = partitioning._compiled.cache_info()
+        assert jq_worker.partition_keys(AWS_QUERY, RECORD)["keys"]["device"] == "mobile"
+    info = jq_worker.compiled.cache_info()
     assert info.misses == 1 and info.hits == 4
+
+
+def test_a_delivery_is_evaluated_in_one_round_trip_per_chunk(jq):
+    records = [json.dumps({"customer_id": str(n)}).encode() for n in range(1200)] + [b"not json"]
+    found = partitioning.extract_partition_keys(records, "{customer_id: .customer_id}", jq)
+    assert found[:1200] == [{"customer_id": str(n)} for n in range(1200)]
+    assert isinstance(found[1200], PartitioningError) and found[1200].message == "Non JSON record provided"
+    assert partitioning.extract_partition_keys([], "{customer_id: .customer_id}", jq) == []
 
 
 @pytest.mark.parametrize(
@@ -61,7 +93,7 @@ def test_each_query_is_compiled_once():
         (RECORD, "{a: .customer_id}, {b: .region}", "The MetadataExtractionQuery must produce one JSON object"),
     ],
 )
-def test_extraction_errors(record, query, message):
+def test_extraction_errors(extract_partition_keys, record, query, message):
     with pytest.raises(PartitioningError, match=message.replace("(", r"\(").replace("|", r"\|")) as caught:
         extract_partition_keys(record, query)
     assert caught.value.code == "DynamicPartitioning.MetadataExtractionFailed"
@@ -134,14 +166,19 @@ LAMBDA = {"Type": "Lambda", "Parameters": [{"ParameterName": "LambdaArn", "Param
 QUERY_PREFIX = "customer_id=!{partitionKeyFromQuery:customer_id}/"
 
 
-def rejected(prefix, configuration, dynamic=True) -> str:
+@pytest.fixture
+def rejected(validate_processing):
+    return lambda prefix, configuration, dynamic=True: _rejected(validate_processing, prefix, configuration, dynamic)
+
+
+def _rejected(validate_processing, prefix, configuration, dynamic) -> str:
     with pytest.raises(AwsError) as caught:
         validate_processing(prefix, configuration, dynamic)
     assert caught.value.code == "InvalidArgumentException"
     return caught.value.message
 
 
-def test_valid_processing_configurations():
+def test_valid_processing_configurations(validate_processing):
     validate_processing(None, None, False)
     validate_processing(QUERY_PREFIX, processing(metadata_extraction()), True)
     validate_processing(QUERY_PREFIX + "y=!{partitionKeyFromQuery:year}/",
@@ -150,14 +187,14 @@ def test_valid_processing_configurations():
     validate_processing(None, processing({"Type": "AppendDelimiterToRecord"}), False)
 
 
-def test_dynamic_partitioning_needs_processors():
+def test_dynamic_partitioning_needs_processors(rejected):
     assert rejected(QUERY_PREFIX, None) == "Processing Configuration is not enabled when DataPartitioning is enabled"
     assert rejected(QUERY_PREFIX, processing(metadata_extraction(), enabled=False)) == (
         "Processing Configuration is not enabled when DataPartitioning is enabled"
     )
 
 
-def test_partition_namespaces_need_their_processor():
+def test_partition_namespaces_need_their_processor(rejected):
     assert rejected("d=!{partitionKeyFromLambda:device}/", processing(metadata_extraction("{}"))) == (
         "Lambda should be present when S3 Prefix contains keys from partitionKeyFromLambda namespace"
     )
@@ -166,7 +203,7 @@ def test_partition_namespaces_need_their_processor():
     )
 
 
-def test_metadata_extraction_rules():
+def test_metadata_extraction_rules(rejected):
     assert rejected(QUERY_PREFIX, processing(metadata_extraction()), dynamic=False) == (
         "class com.amazonaws.services.firehose.internal.model.MetadataExtractionProcessor "
         "can only be present when Dynamic Partitioning is enabled."
@@ -182,7 +219,7 @@ def test_metadata_extraction_rules():
     )
 
 
-def test_record_deaggregation_rules():
+def test_record_deaggregation_rules(validate_processing, rejected):
     def deagg(*parameters):
         return {"Type": "RecordDeAggregation",
                 "Parameters": [{"ParameterName": n, "ParameterValue": v} for n, v in parameters]}
@@ -194,3 +231,17 @@ def test_record_deaggregation_rules():
     assert rejected(QUERY_PREFIX, processing(deagg(("SubRecordType", "DELIMITED")), metadata_extraction())) == (
         "Delimiter should be present for DELIMITED"
     )
+
+
+# ------------------------------------------------------------- hostile records
+
+DEEP = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+def test_a_record_nested_too_deep_is_not_json(extract_partition_keys):
+    # Before, json's RecursionError escaped the flush, which was then retried for ever.
+    with pytest.raises(PartitioningError, match="Non JSON record provided"):
+        extract_partition_keys(DEEP, "{customer_id: .customer_id}")
+    with pytest.raises(PartitioningError, match="Non JSON record provided") as caught:
+        deaggregate(DEEP, "JSON")
+    assert caught.value.code == "RecordDeAggregation.Failed"

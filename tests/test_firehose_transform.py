@@ -117,6 +117,12 @@ def test_not_json_is_a_json_processing_exception():
     )
 
 
+def test_a_response_nested_too_deep_is_a_json_processing_exception():
+    # Before, json's RecursionError escaped the flush, which was then retried for ever.
+    deep = b'{"records": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert failure(deep).code == "Lambda.JsonProcessingException"
+
+
 @pytest.mark.parametrize("payload", [b"null", b"[]", b"{}", b'{"records": "nope"}'])
 def test_no_records_means_every_id_is_missing(payload):
     error = failure(payload)
