@@ -1,13 +1,19 @@
 """The Spark source on kinesim streams (kinesim/analytics/streaming.py), through a real server: in a
 local SparkSession (batch reads, a streaming query restarted from its checkpoint across a shard
-split, LATEST, AvailableNow, the page-views example script as a user runs it), and the stream
-reader driven directly the way Spark calls it (a merge, AvailableNow's target, LATEST's offset)."""
+split, LATEST, AvailableNow, the page-views example script as a user runs it), the stream
+reader driven directly the way Spark calls it (a merge, AvailableNow's target, LATEST's offset),
+and how PySpark's streaming source runner (the process the reader runs in) ends: with its query,
+in a classic Spark and in the warm Spark Connect server, and with Spark (source_runner.py)."""
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -19,6 +25,8 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
 
+from conftest import client_for, start_server, wait_for  # noqa: E402
+from kinesim.analytics.source_runner import RUNNER_MODULE  # noqa: E402
 from kinesim.analytics.streaming import KinesimStreamReader  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -308,3 +316,248 @@ def test_a_checkpoint_of_a_deleted_and_recreated_stream_is_refused_with_the_reas
     put(kinesis, stream, [("k", b"second life")])
     with pytest.raises(RuntimeError, match="deleted and created again.*new checkpoint location"):
         drive(reader, offset, ReadAllAvailable())
+
+
+# PySpark's streaming source runner: the process the reader runs in ends with its query and with Spark.
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """state, ppid, pgrp, ... of a process; None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields
+
+
+def _alive(pid: int) -> bool:
+    return _proc_stat(pid) is not None
+
+
+def source_runners(parents: set[int]) -> list[int]:
+    """The running python_streaming_source_runner processes whose parent is one of `parents`."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        stat = _proc_stat(int(name))
+        if stat is None or int(stat[1]) not in parents:
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if RUNNER_MODULE.encode() in f.read():
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def children(pid: int) -> set[int]:
+    return {int(n) for n in filter(str.isdigit, os.listdir("/proc")) if (_proc_stat(int(n)) or [0, 0])[1] == str(pid)}
+
+
+def test_stopping_a_query_ends_its_source_runner(spark, server, kinesis, make_stream, tmp_path):
+    stream = make_stream(1)
+    put(kinesis, stream, [("k", b"x")])
+    query = (kinesim_stream(spark, server.url, stream).writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        query.processAllAvailable()
+        # Spark's JVM is a child of this process, the runner a child of the JVM.
+        runners = wait_for(lambda: source_runners(children(os.getpid())))
+    finally:
+        query.stop()
+    # Spark sends it SIGTERM as the query stops: it is gone at once (a generous deadline).
+    wait_for(lambda: not any(_alive(r) for r in runners), timeout=30)
+
+
+CONNECT_CLIENT = """
+import sys, tempfile
+from kinesim.analytics import connect
+url, stream = sys.argv[1:3]
+spark = connect(url)
+query = (spark.readStream.format("kinesim").option("stream", stream).option("endpointUrl", url).load()
+         .writeStream.format("noop").option("checkpointLocation", tempfile.mkdtemp()).start())
+query.processAllAvailable()
+print("RUNNING", flush=True)
+sys.stdin.readline()
+query.stop()
+print("STOPPED", flush=True)
+spark.stop()
+"""
+
+
+def test_stopping_a_query_in_the_warm_spark_ends_its_source_runner(tmp_path_factory, tmp_path):
+    from kinesim.analytics.connect_server import STATE_FILE, state_dir
+    from kinesim.analytics.tables import server_info
+    server = start_server(tmp_path_factory)
+    errors = tmp_path / "client.err"
+    client = None
+    try:
+        kinesis = client_for(server.url)
+        kinesis.create_stream(StreamName="warm-clicks", ShardCount=1)
+        kinesis.get_waiter("stream_exists").wait(StreamName="warm-clicks", WaiterConfig={"Delay": 1})
+        put(kinesis, "warm-clicks", [("k", b"x")])
+        # A user's script (a classic Spark may already run in this test process: connect() would use it).
+        with open(errors, "w") as err:
+            client = subprocess.Popen([sys.executable, "-c", CONNECT_CLIENT, server.url, "warm-clicks"],
+                                      cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                      text=True)
+        watchdog = threading.Timer(600, client.kill)   # a hung client ends the readline below
+        watchdog.start()
+        try:
+            line = client.stdout.readline()
+            assert line == "RUNNING\n", line + errors.read_text()[-3000:]
+            with open(os.path.join(state_dir(server_info(server.url)["s3_root"]), STATE_FILE)) as f:
+                spark_pid = json.load(f)["pid"]
+            runners = wait_for(lambda: source_runners({spark_pid}))
+            client.stdin.write("\n")
+            client.stdin.flush()
+            assert client.stdout.readline() == "STOPPED\n", errors.read_text()[-3000:]
+        finally:
+            watchdog.cancel()
+        # The warm Spark goes on; the query's runner does not.
+        wait_for(lambda: not any(_alive(r) for r in runners), timeout=30)
+        assert _alive(spark_pid)
+        assert client.wait(120) == 0, errors.read_text()[-3000:]
+        assert "Traceback" not in errors.read_text(), errors.read_text()
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.wait()
+        server.stop()
+
+
+# PySpark's runner driven as Spark's JVM drives it (PythonStreamingSourceRunner, PySpark 4): the
+# moments a real Spark reaches only by chance, made certain with a Kinesis endpoint that holds its
+# answer. A stand-in for the JVM in a process of its own, so that it can die as the JVM does.
+FAKE_SPARK = r"""
+import json, os, socket, struct, subprocess, sys, tempfile
+from pyspark.serializers import CloudPickleSerializer
+from kinesim.analytics.streaming import KinesimDataSource
+from pyspark.sql.types import StructType, StructField, BinaryType, StringType, TimestampType
+
+endpoint, stream, errors = sys.argv[1:4]
+def write_int(f, value): f.write(struct.pack("!i", value))
+def write_bytes(f, data): write_int(f, len(data)); f.write(data)
+def read_int(f): return struct.unpack("!i", f.read(4))[0]
+
+listener = socket.create_server(("127.0.0.1", 0))
+listener.settimeout(120)
+env = dict(os.environ, PYTHON_WORKER_FACTORY_PORT=str(listener.getsockname()[1]),
+           PYTHON_WORKER_FACTORY_SECRET="secret", PYTHONUNBUFFERED="YES")
+with open(errors, "wb") as err:
+    runner = subprocess.Popen([sys.executable, "-m", "pyspark.sql.streaming.python_streaming_source_runner"],
+                              env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+conn, _ = listener.accept()
+f = conn.makefile("rwb")
+assert f.read(read_int(f)) == b"secret"
+write_bytes(f, b"ok"); f.flush()
+read_int(f)                                                   # the runner's pid
+write_bytes(f, b"%d.%d" % sys.version_info[:2])               # Python version
+write_bytes(f, tempfile.mkdtemp().encode()); write_int(f, 0)  # Spark files, no includes
+write_bytes(f, CloudPickleSerializer().dumps(KinesimDataSource({"stream": stream, "endpointUrl": endpoint})))
+schema = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType()),
+                     StructField("sequenceNumber", StringType()), StructField("shardId", StringType()),
+                     StructField("approximateArrivalTimestamp", TimestampType())])
+write_bytes(f, schema.json().encode()); write_int(f, 10000); f.flush()
+assert read_int(f) == 0, "the runner did not make the reader"
+print("runner", runner.pid, flush=True)
+write_int(f, 890)                                             # latestOffset(start, limit)
+write_bytes(f, json.dumps({"shards": {}, "closed": []}).encode())
+write_bytes(f, json.dumps({"_type": "ReadAllAvailable"}).encode()); f.flush()
+sys.stdin.readline()                                          # "close": the query stops
+f.close(); conn.close()
+print("closed", flush=True)
+print("exited", runner.wait(120), flush=True)
+"""
+
+
+class HeldKinesis:
+    """A Kinesis endpoint that answers ListShards (no shards) only once released."""
+
+    def __init__(self):
+        self.asked, self.released = threading.Event(), threading.Event()
+        held = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                held.asked.set()
+                held.released.wait()
+                body = b'{"Shards": []}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-amz-json-1.1")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeSpark:
+    """FAKE_SPARK in a subprocess: its runner has made the reader and is inside latestOffset."""
+
+    def __init__(self, endpoint: str, errors: Path):
+        self.proc = subprocess.Popen([sys.executable, "-c", FAKE_SPARK, endpoint, "clicks", str(errors)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("runner "), line + errors.read_text()
+        self.runner = int(line.split()[1])
+
+    def command(self, text: str) -> str:
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline()
+
+    def close(self) -> None:
+        for pid in (self.proc.pid, self.runner):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def test_a_source_runner_stopped_in_the_middle_of_a_call_ends_quietly(tmp_path):
+    # The query stops (Spark closes the runner's socket) while the reader waits for Kinesis, and
+    # the runner answers before Spark's SIGTERM reaches it: it used to print EOFError and
+    # BrokenPipeError tracebacks on Spark's stderr (a busy machine made that likely).
+    errors = tmp_path / "runner.err"
+    with HeldKinesis() as kinesis_endpoint:
+        spark = FakeSpark(kinesis_endpoint.url, errors)
+        try:
+            assert kinesis_endpoint.asked.wait(120), "the reader did not call Kinesis"
+            assert spark.command("close") == "closed\n"
+            kinesis_endpoint.released.set()
+            exited = spark.proc.stdout.readline()
+        finally:
+            spark.close()
+    assert exited.startswith("exited "), exited
+    assert errors.read_text() == ""
+
+
+def test_a_source_runner_ends_with_spark_even_inside_a_call_that_does_not_return(tmp_path):
+    # Spark's JVM dies (killed, or its driver exited) without stopping the query: no SIGTERM, only
+    # the socket closes. The reader is inside a Kinesis call that does not return (a stopped or
+    # stuck server: botocore's retries and 60 s read timeouts kept a runner up to minutes).
+    with HeldKinesis() as kinesis_endpoint:
+        spark = FakeSpark(kinesis_endpoint.url, tmp_path / "runner.err")
+        try:
+            assert kinesis_endpoint.asked.wait(120), "the reader did not call Kinesis"
+            spark.proc.kill()
+            spark.proc.wait()
+            # Gone at once; the deadline is generous, and the call it was in never returns.
+            wait_for(lambda: not _alive(spark.runner), timeout=30)
+        finally:
+            spark.close()

@@ -46,6 +46,8 @@ How a micro-batch is planned (this is what makes a restart from a checkpoint exa
 * commit is a no-op: a raw Kinesis consumer keeps its position itself, here in Spark's checkpoint.
   A checkpoint of a stream that was deleted and created again under the same name is refused
   with that reason (its sequence numbers belong to the old stream).
+* The driver's side runs in PySpark's streaming source runner, a Python process per query; it ends
+  with the query or with Spark, quietly and at once (source_runner.py).
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 from pyspark.sql.types import StructType
 
 from .sink import KinesimStreamWriter, KinesimWriter
+from .source_runner import end_if_jvm_hung_up, end_with_jvm
 
 SCHEMA = ("data binary, partitionKey string, sequenceNumber string, shardId string, "
           "approximateArrivalTimestamp timestamp")
@@ -320,6 +323,7 @@ class KinesimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise ValueError("maxRecordsPerTrigger must be at least 1")
         # Trigger.AvailableNow: the newest sequence number of each shard when the run started.
         self.target: dict[str, str | None] | None = None
+        end_with_jvm()
 
     def initialOffset(self) -> dict[str, Any]:
         if self.starting_position == "TRIM_HORIZON":
@@ -371,6 +375,9 @@ class KinesimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass   # the position lives in Spark's checkpoint; Kinesis keeps no consumer state
+
+    def stop(self) -> None:
+        end_if_jvm_hung_up()   # nothing else to free: boto3 clients are per process
 
 
 class KinesimBatchReader(DataSourceReader):
