@@ -1,32 +1,45 @@
 #!/usr/bin/env python3
 """A long fuzzing run against kinesim: random requests for every operation of Kinesis, Firehose,
-Lambda and S3, generated from botocore's models (tests/fuzzing.py), until a time or count limit.
+Lambda, S3, SNS, SQS and CloudWatch Logs, generated from botocore's models (tests/fuzzing.py),
+until a time or count limit.
 
     .venv/bin/python bench/fuzz.py --seconds 600                 # ten minutes against a fresh server
     .venv/bin/python bench/fuzz.py --requests 100000 --seed 7
-    .venv/bin/python bench/fuzz.py --url http://127.0.0.1:4566    # a running server (no tracebacks)
+    .venv/bin/python bench/fuzz.py --services sqs --seconds 120  # one service: whose memory grows?
+    .venv/bin/python bench/fuzz.py --url http://127.0.0.1:4566 --pid PID  # a running server (no tracebacks)
     .venv/bin/python bench/fuzz.py --replay /tmp/kinesim-fuzz-XXXX/failure-0001.json --url URL
 
 It starts its own server (durable, temp data dir, SubscribeToShard lasting 1 s instead of 5 min so
 that one the fuzzer gets right does not hold the run) with its log in a file, creates streams, a
-delivery stream, a bucket and a function for fuzzed names to hit (again every --refresh requests,
-since fuzzed deletions remove them), and sends one request at a time on one connection: the same
-seed gives the same requests. It prints the requests sent per service, the status histogram, and
-every failure (a 5xx other than 501 "not implemented" and the one 500 Kinesis itself gives, or no
-answer) grouped by operation, case and exception, with a reproducer: the request, the server's
-traceback, and a JSON file that `--replay` sends again. At the end it checks that the server still
-answers and still holds a record acknowledged before the run. Exit status 1 when any request
-failed or the server was harmed, else 0.
+delivery stream, a bucket, a function, queues, a topic and a log group for fuzzed names to hit
+(again every --refresh requests, since fuzzed deletions remove them), and sends one request at a
+time on one connection: the same seed gives the same requests. It prints the requests sent per
+service, the status histogram, and every failure (a 5xx other than 501 "not implemented" and the
+one 500 Kinesis itself gives, or no answer) grouped by operation, case and exception, with a
+reproducer: the request, the server's traceback, and a JSON file that `--replay` sends again. At
+the end it checks that the server still answers and still holds a record acknowledged before the
+run.
+
+Memory: the resident set (RSS) of the server process and its children (function workers), read
+from /proc, once the resources exist and a warm-up (the sweep of tests/test_fuzz.py: every value
+of the catalogue once, for every operation) has loaded what the server loads lazily and raised the
+allocators' high-water marks with the largest requests; then every 10,000 requests and at the
+end. A server that keeps something per request grows with the run; one that does not stays level
+after the warm-up.
+With --url the server's process is not known: give it with --pid, else memory is not measured.
+
+Exit status 1 when any request failed, the server was harmed, or its memory at the end is more
+than --max-growth (25%) above the start; else 0.
 """
 from __future__ import annotations
 
 import argparse
 import collections
 import json
+import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,48 +53,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0:1] = [str(ROOT / "tests"), str(ROOT)]
 
 from fuzz_wire import Connection, Outcome, Request, is_failure  # noqa: E402
-from fuzzing import SERVICES, Fuzzer, client, create_resources  # noqa: E402
+from fuzzing import SERVICES, TRACEBACK, Fuzzer, LoggedServer, LogReader, client, create_resources  # noqa: E402
 
 from kinesim.config import Settings  # noqa: E402
-from kinesim.server import ServerProcess, free_port, wait_ready  # noqa: E402
-
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t].*\n|\n)*?(\S[^\n]*)", re.MULTILINE)
-
-
-class LoggedServer(ServerProcess):
-    """`kinesim serve` with its output in a file, so that a 5xx's traceback can be read after it."""
-
-    def __init__(self, settings: Settings, log_path: Path):
-        super().__init__(settings)
-        self.log_path = log_path
-
-    def start(self, timeout: float = 60.0) -> "LoggedServer":
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_ready(self.url, timeout, self.proc)
-        return self
-
-
-class LogReader:
-    """What the server logged since the last look."""
-
-    def __init__(self, path: Path | None):
-        self.path, self.offset = path, 0
-
-    def new_text(self) -> str:
-        if self.path is None:
-            return ""
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        self.offset += len(data)
-        return data.decode("utf-8", "replace")
+from kinesim.server import free_port  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=60.0, help="stop after this long (default 60)")
-    p.add_argument("--requests", type=int, default=0, help="stop after this many requests (default: no limit)")
+    p.add_argument("--requests", type=int, default=0,
+                   help="stop after this many requests, the warm-up's included (default: no limit)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--services", default=",".join(SERVICES), help="comma list out of " + ",".join(SERVICES))
     p.add_argument("--url", help="fuzz a running server instead of starting one (its tracebacks are not read)")
@@ -89,6 +71,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="directory for the failures' replay files (default: a new temp dir)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for an answer (default 60)")
     p.add_argument("--replay", nargs="+", metavar="FILE", help="send saved failures again (needs --url)")
+    p.add_argument("--pid", type=int, help="with --url: the server's process id, to measure its memory")
+    p.add_argument("--max-growth", type=float, default=0.25,
+                   help="fail when the server's memory grows more than this fraction over the run (default 0.25)")
+    p.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                   help="measure the starting memory right after creating the resources")
     args = p.parse_args(argv)
     args.services = tuple(s.strip() for s in args.services.split(",") if s.strip())
     if unknown := set(args.services) - set(SERVICES):
@@ -121,7 +108,7 @@ class Run:
     def record(self, index: int, req: Request, outcome: Outcome, log_text: str) -> None:
         self.sent[req.service] += 1
         self.statuses[req.service][outcome.status if outcome.status is not None else "no answer"] += 1
-        tracebacks = _TRACEBACK.findall(log_text)
+        tracebacks = TRACEBACK.findall(log_text)
         if not is_failure(req, outcome):
             self.unattributed += tracebacks
             return
@@ -155,12 +142,69 @@ class Run:
             print(f"  reproducer: {first['request'].describe(400)}")
             print(f"  answer: {first['outcome'].excerpt(300)}")
             print(f"  replay: {sys.executable} bench/fuzz.py --url URL --replay {first['file']}")
-            tb = _TRACEBACK.search(first["log"])
+            tb = TRACEBACK.search(first["log"])
             if tb:
                 print("  server log:\n    " + first["log"][tb.start():tb.end()].strip().replace("\n", "\n    "))
         if self.unattributed:
             counts = collections.Counter(self.unattributed)
             print(f"\ntracebacks logged without a failed request (background work): {dict(counts)}")
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, from the parent ids in /proc/*/stat."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                continue
+            children[ppid].append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        out.append(todo.pop())
+        todo += children.get(out[-1], [])
+    return out
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):  # gone meanwhile
+        return 0
+
+
+class Memory:
+    """The server's resident memory over the run: its own and with its children's (function
+    workers, which come and go), in MiB."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.samples: list[tuple[int, float, float]] = []  # (requests so far, server, with children)
+
+    def sample(self, requests: int) -> str:
+        if self.pid is None:
+            return ""
+        own = _rss_bytes(self.pid) / 2 ** 20
+        every = sum(_rss_bytes(p) for p in _descendants(self.pid)) / 2 ** 20
+        self.samples.append((requests, own, every))
+        return f"RSS {own:.0f} MiB (with children {every:.0f} MiB)"
+
+    def report(self, max_growth: float) -> str | None:
+        """The memory figures, and what is wrong with them (growth past `max_growth`) or None."""
+        if len(self.samples) < 2:
+            print("\nmemory: not measured" + (" (--url without --pid)" if self.pid is None else ""))
+            return None
+        (_, own0, every0), (_, own1, every1) = self.samples[0], self.samples[-1]
+        print(f"\nmemory (RSS, MiB): server {own0:.0f} -> {own1:.0f}, with children {every0:.0f} -> {every1:.0f} "
+              f"({(every1 / every0 - 1) * 100:+.0f}%)")
+        print("  over the run: " + ", ".join(f"{n}: {every:.0f}" for n, _, every in self.samples))
+        if every1 > every0 * (1 + max_growth):
+            return f"memory grew {(every1 / every0 - 1) * 100:.0f}% (limit {max_growth * 100:.0f}%)"
+        return None
 
 
 def check_unharmed(url: str, witness: str, acked: dict) -> list[str]:
@@ -184,7 +228,7 @@ def check_unharmed(url: str, witness: str, acked: dict) -> list[str]:
     return problems
 
 
-def fuzz(args: argparse.Namespace, url: str, log: LogReader, out_dir: Path) -> int:
+def fuzz(args: argparse.Namespace, url: str, log: LogReader, out_dir: Path, pid: int | None) -> int:
     kinesis = client(url, "kinesis")
     witness = "witness-" + uuid.uuid4().hex[:12]
     kinesis.create_stream(StreamName=witness, ShardCount=1)
@@ -195,30 +239,52 @@ def fuzz(args: argparse.Namespace, url: str, log: LogReader, out_dir: Path) -> i
     rng = random.Random(args.seed)
     conn = Connection(url, args.timeout)
     run = Run(out_dir)
+    memory = Memory(pid)
     log.new_text()
-    start = time.monotonic()
-    deadline = start + args.seconds if args.seconds else float("inf")
     index = 0
     unimplemented: set[tuple[str, str]] = set()
+
+    def send(req: Request) -> Outcome:
+        nonlocal index
+        index += 1
+        outcome = conn.send(req)
+        if req.case.startswith("valid/"):
+            (unimplemented.add if outcome.status == 501 else unimplemented.discard)((req.service, req.operation))
+        run.record(index, req, outcome, log.new_text())
+        return outcome
+
+    begun = time.monotonic()
     try:
+        if args.warm_up:
+            # The sweep of tests/test_fuzz.py: every value of the catalogue once, so that the
+            # largest requests have raised the allocators' high-water marks before the start.
+            fuzzer.sweep_all(rng, send)
+            fuzzer.pools = create_resources(url)  # what the warm-up's deletions removed
+            log.new_text()
+            print(f"  warm-up: {index} requests (every operation swept), {time.monotonic() - begun:.0f} s",
+                  flush=True)
+        print(f"  start: {memory.sample(index)}", flush=True)
+        start = time.monotonic()
+        deadline = start + args.seconds if args.seconds else float("inf")
         while time.monotonic() < deadline and (not args.requests or index < args.requests):
-            index += 1
-            if index % args.refresh == 0:
+            if index and index % args.refresh == 0:
                 fuzzer.pools = create_resources(url)  # the same names: `varying` holds
                 log.new_text()
-            req = fuzzer.random_request(rng, unimplemented)
-            outcome = conn.send(req)
-            if req.case.startswith("valid/"):
-                (unimplemented.add if outcome.status == 501 else unimplemented.discard)((req.service, req.operation))
-            run.record(index, req, outcome, log.new_text())
+            send(fuzzer.random_request(rng, unimplemented))
             if index % 10000 == 0:
-                print(f"  {index} requests, {run.failures()} failures, {time.monotonic() - start:.0f} s", flush=True)
+                print(f"  {index} requests, {run.failures()} failures, {time.monotonic() - start:.0f} s "
+                      f"{memory.sample(index)}", flush=True)
     except KeyboardInterrupt:
         print("interrupted: the figures so far")
     conn.close()
-    run.print_report(time.monotonic() - start, args.seed)
+    memory.sample(index)
+    run.print_report(time.monotonic() - begun, args.seed)
     problems = check_unharmed(url, witness, acked)
+    grown = memory.report(args.max_growth)
     print("\nserver after the run: " + ("answers, acknowledged record intact" if not problems else "; ".join(problems)))
+    if grown:
+        problems.append(grown)
+        print(grown)
     print(f"replay files: {out_dir}")
     return 1 if problems or run.failures() else 0
 
@@ -230,13 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="kinesim-fuzz-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.url:
-        return fuzz(args, args.url, LogReader(None), out_dir)
+        return fuzz(args, args.url, LogReader(None), out_dir, args.pid)
     work = Path(tempfile.mkdtemp(prefix="kinesim-fuzz-server-"))
     settings = Settings(port=free_port(), data_dir=str(work / "data"), create_stream_ms=0, delete_stream_ms=0,
                         update_stream_ms=0, log_level="warning", subscription_s=1.0)
     server = LoggedServer(settings, out_dir / "server.log").start()
     try:
-        return fuzz(args, server.url, LogReader(server.log_path), out_dir)
+        return fuzz(args, server.url, LogReader(server.log_path), out_dir, server.proc.pid)
     finally:
         code = server.stop()
         shutil.rmtree(work, ignore_errors=True)

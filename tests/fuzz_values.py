@@ -1,6 +1,8 @@
 """The fuzzer's catalogue of hostile input: values by member type and by where they travel (a
 JSON or CBOR body, an XML body, a URI label / query parameter / header), garbage bodies, wrong
-content types and odd envelopes. Plain data; tests/fuzzing.py chooses among it."""
+content types and odd envelopes; text that a service parses further (JSON documents, patterns,
+JQ queries, form keys) and the stored data those patterns then run on. Plain data;
+tests/fuzzing.py chooses among it."""
 from __future__ import annotations
 
 import base64
@@ -188,3 +190,133 @@ ODD = {
              (None, "", {"X-Amz-Target": "Kinesis_20131202.ListStreams"}),
              (None, "", {"X-Amz-Target": "Firehose_20150804.ListDeliveryStreams"})] + _ANY_ODD,
 }
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Text a service parses on its own: JSON documents in string members (policies, filter policies,
+# event patterns, a message with MessageStructure json), filter patterns, JQ queries. They pass the
+# model's checks (a string is a string) and reach the service's parser, which must refuse them as
+# AWS does: not recurse 3,000 levels, not backtrack for ever, not run a query without end.
+
+DOC_DEPTH = 3000
+
+
+def deep_documents(depth: int = DOC_DEPTH, limit: int | None = None) -> list[str]:
+    """An array and an object nested `depth` levels (past json's recursion limit, 1,000, and
+    orjson's, 1,024), or as deep as fits in `limit` characters (a member's maximum length)."""
+    arrays, objects = (depth, depth) if limit is None else (min(depth, limit // 2), min(depth, (limit - 1) // 6))
+    return ["[" * arrays + "]" * arrays, '{"a":' * objects + "1" + "}" * objects]
+
+
+_DEEP = deep_documents()
+
+
+def _under(*keys: str) -> list[str]:
+    """The deep array and object under keys that a reader of the document looks up."""
+    return [f'{{"{key}": {_DEEP[i % 2]}}}' for i, key in enumerate(keys)]
+
+
+_MALFORMED = ["", "{", "[", '{"a":}', "[1,]", '{"a": 1} x', "{'a': 1}", '{"a": NaN}', '{"a": 1e400}',
+              '{"a": ' + "9" * 5000 + "}", '{"\ud800": 1}', '{"a": "\\ud800"}', "\x00", "null", "[]", '"x"', "{}",
+              '{"a": 1, "a": 2}', "\ufeff{}", "{" * 100 + "}" * 99]
+_HUGE = ['{"a": [' + "1," * 100_000 + "1]}",                       # an array of 100,000 numbers
+         "[" + "{}," * 100_000 + "{}]",                              # 100,000 objects
+         "{" + ",".join(f'"k{i}": {i}' for i in range(20_000)) + "}",  # 20,000 keys
+         '{"a": "' + "x" * 300_000 + '"}']                           # one 300 KB string
+DOCUMENTS = [*_DEEP, *_HUGE, *_MALFORMED]
+POLICIES = DOCUMENTS + _under("Statement", "Version")
+
+# Event patterns (Lambda FilterCriteria, SNS FilterPolicy): what costs a matcher time or memory.
+_STARS = "*a*a*a*a*a*a*a*a*a*b"   # a wildcard that backtracks on "aaaa…" (the victims below)
+EVENT_PATTERNS = DOCUMENTS + _under("data", "body", "a") + _PATTERNS + [
+    *(f'{{"{key}": {{"a": [{{"wildcard": "{_STARS}"}}]}}}}' for key in ("data", "body")),
+    f'{{"a": [{{"wildcard": "{_STARS}"}}]}}', '{"a": [{"wildcard": "' + "*" * 3000 + 'b"}]}',
+    '{"a": [{"prefix": "' + "a" * 100_000 + '"}]}', '{"a": [{"anything-but": [' + "1," * 100_000 + "1]}]}",
+    '{"a": [' + ",".join(f'"v{i}"' for i in range(100_000)) + "]}",
+    # 100^10 combinations of values: a matcher (or a limit check) that expands them does not end.
+    "{" + ",".join(f'"k{i}": [' + ",".join(map(str, range(100))) + "]" for i in range(10)) + "}",
+    '{"$or": [' * 1000 + '{"a": [1]}' + "]}" * 1000, '{"$or": [' + ",".join(['{"a": [1]}'] * 10_000) + "]}",
+    '{"a": [{"numeric": [">", 0, "<", ' + "9" * 400 + "]}]}", '{"a": [{"numeric": ["=", 1e400]}]}',
+    '{"a": [{"cidr": "' + "1." * 5000 + '0/8"}]}', '{"a": [{"equals-ignore-case": ' + _DEEP[0] + "}]}"]
+
+# CloudWatch Logs filter patterns (at most 1,024 characters: longer ones are the model's to refuse).
+FILTER_PATTERNS = [
+    "%a*a*a*a*a*a*a*a*a*b%", "%(a+)+b%", "%(a|aa)*b%", "%(.*a){20}b%", "%" + "a?" * 30 + "a" * 30 + "%",
+    "%(a*)*b%", "%\\%", "%[%", "%(%", "%" + "(" * 500 + "a" + ")" * 500 + "%", "%a{1000000}%", "%%", "%",
+    f'{{ $.a = "{_STARS}" }}', "{ $.a = %a*a*a*a*a*a*a*a*a*b% }", f'[w1 = "{_STARS}", w2]', f"[w1 = {_STARS}]",
+    f'"{_STARS}"', _STARS, "?" + " ?".join(["*a*a*b"] * 100),
+    "{ " + "(" * 500 + "$.a = 1" + ")" * 500 + " }", "{ " + " || ".join(["$.a = 1"] * 90) + " }",
+    "{ $." + ".".join(["a"] * 500) + " = 1 }", "{ $" + "[*]" * 300 + " = 1 }", "{ $.*.*.*.*.*.*.*.* = 1 }",
+    "[" + ",".join(f"w{i}" for i in range(200)) + "]", "[" * 500 + "]" * 500, "{" * 1000, "x" * 1025,
+    "{", "[", '"', "{ $.a = }", '{ $.a = "\ud800" }', "{ $.a = 1e400 }", "{ $.a = " + "9" * 1000 + " }",
+    "{ $.a IS }", "{ $.a NOT EXISTS || }", "[w1=*, w2!=*]", "-a -b -c -" + "-".join("abcdef" * 80)]
+
+# MetadataExtractionQuery (Firehose dynamic partitioning, JQ 1.6; key `a`, as DOCUMENT_CONTEXT's
+# Prefix names): queries without end, in time or memory (jq holds the GIL while it runs).
+JQ_QUERIES = [
+    "{a: (last(range(1e12)))}", "{a: ([repeat(1)] | length)}", "{a: (def f: f; f)}", "{a: (def f: [f]; f)}",
+    "{a: ([range(1e8)] | length)}", '{a: ("x" * 1e9)}', '{a: (.a | test("(a*)*b"))}', "{a: (.. | numbers)}",
+    "{a: [limit(1e9; repeat(.))] | length}", "{a: (reduce range(1e12) as $i (0; . + $i))}",
+    "{a: " + "[" * 3000 + "1" + "]" * 3000 + "}", "{a: " + "(" * 3000 + ".a" + ")" * 3000 + "}",
+    "{a: .a" + " | ." * 10_000 + "}", '{a: (getpath(["a"] * 100000))}', "{a: input}", "{a: $__loc__.file}",
+    "{a: env.PATH}", '{a: (now | strftime("%Y" * 10000))}',
+    "{a: .a, " + ", ".join(f"k{i}: 1" for i in range(5000)) + "}",
+    "{", "", "{a:}", "{a: .a", "{(.a): 1}", "{a: (.a as [$x] | $x)}", '{a: ("\\(' * 100 + "1" + ')"' * 100 + ")}"]
+
+# The stored data the patterns above run on: log events, Kinesis and Firehose records, SNS messages.
+# Long runs of "a" without the "b" a backtracking pattern wants, and JSON nested 900 levels (under
+# the parsers' limits, over what a recursive matcher's stack allows once it is called deep).
+VICTIMS = ["a" * 60, '{"a": "' + "a" * 60 + '", "b": "10.0.0.1", "n": 5}', " ".join(["a" * 30] * 20),
+           '{"a": ' + "[" * 900 + '"' + "a" * 60 + '"' + "]" * 900 + "}",
+           '{"a": ' + '{"a": ' * 900 + "1" + "}" * 900 + "}"]
+
+# Where the documents above go: members by name (string or blob: records and payloads that
+# event source mappings, channels and Firehose parse as JSON) ...
+DOCUMENT_MEMBERS: dict[str, list[str]] = {
+    "Policy": POLICIES, "policyDocument": POLICIES, "accessPolicy": POLICIES, "deliveryDestinationPolicy": POLICIES,
+    "Pattern": EVENT_PATTERNS, "filterPattern": FILTER_PATTERNS, "logEventFilterPattern": FILTER_PATTERNS,
+    "Data": DOCUMENTS, "Payload": DOCUMENTS, "InvokeArgs": DOCUMENTS,
+}
+# ... entries of SQS queue and SNS topic and subscription attribute maps, by key (with a FilterPolicy
+# also on the message body: its scope set beside it) ...
+DOCUMENT_ATTRIBUTES: dict[str, list[str]] = {
+    "Policy": POLICIES, "DataProtectionPolicy": POLICIES, "FilterPolicy": EVENT_PATTERNS,
+    "RedrivePolicy": DOCUMENTS + _under("deadLetterTargetArn", "maxReceiveCount"),
+    "RedriveAllowPolicy": DOCUMENTS + _under("redrivePermission", "sourceQueueArns"),
+    "DeliveryPolicy": DOCUMENTS + _under("http", "healthyRetryPolicy"),
+    "ArchivePolicy": DOCUMENTS + _under("MessageRetentionPeriod"), "ReplayPolicy": DOCUMENTS,
+}
+ATTRIBUTE_COMPANIONS: dict[str, list[dict[str, str]]] = {"FilterPolicy": [{}, {"FilterPolicyScope": "MessageBody"}]}
+# ... and members whose neighbour says what they hold, by the structure holding both:
+# {structure shape: (selector member, {its value: values}, member)}.
+_ATTRIBUTE_VALUE = ("AttributeName", DOCUMENT_ATTRIBUTES, "AttributeValue")
+_JSON_MESSAGE = ("MessageStructure", {"json": DOCUMENTS + _under("default", "sqs", "firehose")}, "Message")
+DOCUMENT_PAIRS: dict[str, tuple[str, dict[str, list[str]], str]] = {
+    "SetTopicAttributesInput": _ATTRIBUTE_VALUE, "SetSubscriptionAttributesInput": _ATTRIBUTE_VALUE,
+    "PublishInput": _JSON_MESSAGE, "PublishBatchRequestEntry": _JSON_MESSAGE,
+    "ProcessorParameter": ("ParameterName", {"MetadataExtractionQuery": JQ_QUERIES}, "ParameterValue"),
+}
+# Names filled in around a document, so that it reaches its parser: a Firehose destination with
+# dynamic partitioning on key `a` (its MetadataExtractionQuery is what JQ_QUERIES replace).
+DOCUMENT_CONTEXT: dict[str, list[Any]] = {
+    "Prefix": ["!{partitionKeyFromQuery:a}/"], "ErrorOutputPrefix": ["errors/"],
+    "DynamicPartitioningConfiguration": [{"Enabled": True}],
+    "ProcessingConfiguration": [{"Enabled": True, "Processors": [{"Type": "MetadataExtraction", "Parameters": [
+        {"ParameterName": "MetadataExtractionQuery", "ParameterValue": "{a: .a}"},
+        {"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"}]}]}],
+    "BufferingHints": [{"SizeInMBs": 64, "IntervalInSeconds": 0}],
+}
+
+# SNS's query protocol: form keys a parser splits on dots, added to a valid request.
+_DOTS = 5000
+FORM_KEYS = [
+    "." * _DOTS + "=1", "a." * _DOTS + "b=1", "Attributes" + ".entry" * _DOTS + ".1.key=Policy",
+    "Attributes.entry.1" + "." * _DOTS + "key=Policy", "MessageAttributes.entry.1.Value" + ".x" * _DOTS + "=1",
+    "Tags.member." + "1." * _DOTS + "Key=k", "Attributes.entry." + "9" * _DOTS + ".key=k",
+    "." * 100_000 + "=1",
+    # many keys, each with many dots: what a parser that rescans the form per key makes quadratic
+    "&".join(f"Attributes.entry.{i}.key" + "." * 500 + f"=k{i}" for i in range(1, 401)),
+    "&".join(f"Attributes.entry.{i}.key=k{i}&Attributes.entry.{i}.value=v" for i in range(1, 10_001)),
+    "&".join(f"MessageAttributes.entry.{i}.Name=n{i}" for i in range(1, 20_001)),
+]

@@ -71,6 +71,9 @@ def to_cbor(value: Any) -> bytes:
         return _cbor_head(4, len(value)) + b"".join(to_cbor(v) for v in value)
     if isinstance(value, datetime):  # as AWS's Java encoders write a timestamp: tag 1, epoch milliseconds
         return cbor2.dumps(cbor2.CBORTag(1, int(value.timestamp() * 1000)))
+    if isinstance(value, str):  # lone surrogates ("\ud800") as the invalid UTF-8 they make: cbor2 refuses them
+        data = _utf8(value)
+        return _cbor_head(3, len(data)) + data
     return cbor2.dumps(value)
 
 

@@ -1,12 +1,16 @@
-"""Fuzzed requests for kinesim's four services, generated from botocore's service models.
+"""Fuzzed requests for kinesim's services, generated from botocore's service models.
 
-For every operation of Kinesis and Firehose (JSON 1.1; Kinesis also CBOR 1.1), Lambda (REST-JSON)
-and S3 (REST-XML, path style), `Fuzzer` makes a valid-ish request and breaks it: each required
-member missing, members of the wrong type or out of range (huge and special numbers, deep
-nesting, long and non-ASCII text, invalid base64, bad timestamps), values inside structures and
-lists replaced the same way, garbage bodies, wrong content types and odd envelopes (query
-strings, headers, methods, targets, credentials). A server must answer each with a 2xx or 4xx,
-never a crash (tests/fuzz_wire.py `is_failure`).
+For every operation of Kinesis and Firehose (JSON 1.1; Kinesis also CBOR 1.1), SQS and CloudWatch
+Logs (JSON), Lambda (REST-JSON), S3 (REST-XML, path style) and SNS (query), `Fuzzer` makes a
+valid-ish request and breaks it: each required member missing, members of the wrong type or out
+of range (huge and special numbers, deep nesting, long and non-ASCII text, invalid base64, bad
+timestamps), values inside structures and lists replaced the same way, garbage bodies, wrong
+content types and odd envelopes (query strings, headers, methods, targets, credentials). Text
+that a service parses further gets what breaks that parser: JSON documents in string members
+(policies, filter policies, event patterns, json messages) nested 3,000 deep, huge or malformed;
+filter patterns that backtrack; JQ queries without end; SNS form keys with thousands of dots
+(`document_cases`, `form_cases`). A server must answer each with a 2xx or 4xx, never a crash
+(tests/fuzz_wire.py `is_failure`).
 
 Names are filled from pools of real resources (`create_resources`) so that fuzzed requests
 reach past "not found". Chance comes only from the `random.Random` handed in: a seed gives the
@@ -19,9 +23,12 @@ import copy
 import dataclasses
 import io
 import random
+import re
+import subprocess
 import zipfile
 from datetime import datetime, timezone
-from typing import AbstractSet, Any, Iterator
+from pathlib import Path
+from typing import AbstractSet, Any, Callable, Iterator
 from urllib.parse import quote
 
 import boto3
@@ -30,7 +37,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 import fuzz_values as v
-from fuzz_wire import CONTENT_TYPES, DATE, Operation, Request, authorization, header_name, header_value, text_of
+from fuzz_wire import (CONTENT_TYPES, DATE, Operation, Outcome, Request, authorization, header_name, header_value,
+                       text_of)
+from kinesim.config import Settings
+from kinesim.server import ServerProcess, wait_ready
 
 SERVICES = ("kinesis", "firehose", "lambda", "s3", "sns", "sqs", "logs")
 HANDLER = "def handler(event, context):\n    return event\n"
@@ -55,6 +65,8 @@ class Fuzzer:
             names = sorted(model.operation_names, key=lambda n: (n.startswith(_DESTRUCTIVE), n))
             kind = QueryOperation if model.metadata["protocol"] == "query" else Operation
             self.operations[service] = [kind(service, model, name) for name in names]
+        self.documents = {(op.service, op.name): _document_slots(op.input) if op.input is not None else []
+                          for ops in self.operations.values() for op in ops}
 
     # values
 
@@ -233,6 +245,73 @@ class Fuzzer:
             out.append(req)
         return out
 
+    def document_cases(self, op: Operation, rng: random.Random, fmt: str | None = None,
+                       every: bool = False) -> list[Request]:
+        """A valid input with one document (`fuzz_values.DOCUMENT_MEMBERS` and friends) replaced by
+        one that breaks its parser: at one random place with one value, or (`every`) each value at
+        each place. The structures around it are made valid enough to reach the parser
+        (`DOCUMENT_CONTEXT`). Operations without documents: `hostile_cases`."""
+        slots = self.documents[op.service, op.name]
+        if not slots:
+            return self.hostile_cases(op, rng, fmt=fmt)
+        fmt = fmt or rng.choice(self.formats(op))
+        if every:
+            # Every value at the first slot of each kind; one at its repeats (Firehose's eight
+            # kinds of destination, each with processors, reach the same parser).
+            chosen, kinds = [], set()
+            for slot in slots:
+                kind = (slot.path[-1], tuple(slot.beside.items()))
+                chosen += [(slot, value) for value in slot.values] if kind not in kinds else [
+                    (slot, rng.choice(slot.values))]
+                kinds.add(kind)
+        else:
+            slot = rng.choice(slots)
+            chosen = [(slot, rng.choice(slot.values))]
+        out = []
+        for slot, value in chosen:
+            names = {**rng.choice(self.pools), **v.DOCUMENT_CONTEXT}
+            # A create operation gets made-up names half the time: it then makes something new.
+            real = 0.5 if op.name.startswith("Create") else 1.0
+            params = copy.deepcopy(self.base(op, rng, real=real, names=names))
+            self._place(op, params, slot, value, rng, names)
+            out.append(op.request(params, f"document {'.'.join(map(str, slot.path))}/{fmt}", fmt))
+        return out
+
+    def _place(self, op: Operation, params: dict[str, Any], slot: "DocumentSlot", value: str,
+               rng: random.Random, names: dict[str, list[Any]]) -> None:
+        """Put `value` at `slot.path` in `params`, making the structures and lists on the way, with
+        the members `names` has for them (a destination's partitioning around its query)."""
+        container, shape = params, op.input
+        for step in slot.path[:-1]:
+            if shape.type_name == "list":
+                shape = shape.member
+                if not container:
+                    container.append(copy.deepcopy(self.valid(shape, "", rng, names, real=1.0)))
+                # The item already holding the pair's selector (a processor's query parameter), if any.
+                step = next((i for i, item in enumerate(container)
+                             if isinstance(item, dict) and slot.beside.items() <= item.items()), 0)
+            else:
+                shape = shape.members[step]
+                if not isinstance(container.get(step), (dict, list)):
+                    container[step] = copy.deepcopy(self.valid(shape, step, rng, names, real=1.0))
+                if shape.type_name == "structure":
+                    for member in shape.members:
+                        if member in names and member not in container[step]:
+                            container[step][member] = copy.deepcopy(rng.choice(names[member]))
+            container = container[step]
+        container.update(slot.beside)
+        container[slot.path[-1]] = value.encode("utf-8", "surrogatepass") if slot.blob else value
+
+    def form_cases(self, op: Operation, rng: random.Random, every: bool = False) -> list[Request]:
+        """A valid query-protocol (SNS) request with form keys of thousands of dots added
+        (`fuzz_values.FORM_KEYS`). Other protocols: `garbage_cases`."""
+        if not isinstance(op, QueryOperation):
+            return self.garbage_cases(op, rng, every=every)
+        valid = op.request(self.base(op, rng), "", "text")
+        return [dataclasses.replace(valid, body=valid.body + b"&" + extra.encode(), headers=dict(valid.headers),
+                                    case=f"form keys {extra[:40]!r}")
+                for extra in (v.FORM_KEYS if every else [rng.choice(v.FORM_KEYS)])]
+
     # runs
 
     def sweep(self, op: Operation, rng: random.Random, every: bool = True) -> Iterator[Request]:
@@ -248,11 +327,26 @@ class Fuzzer:
                 yield from self.hostile_cases(op, rng, member, fmt, every)
             yield from self.nested_cases(op, rng, fmt, every)
             yield from self.garbage_cases(op, rng, fmt, every)
+            if self.documents[op.service, op.name]:
+                yield from self.document_cases(op, rng, fmt, every)
+        if isinstance(op, QueryOperation):
+            yield from self.form_cases(op, rng, every)
         yield from self.content_type_cases(op, rng, every)
         yield from self.odd_cases(op, rng, every)
 
+    def sweep_all(self, rng: random.Random, send: Callable[[Request], Outcome]) -> None:
+        """Every operation's `sweep`, through `send`: all of the catalogue's values for what
+        kinesim implements; one per member and kind for an operation it answers 501 (not
+        implemented), whose requests are routed and parsed and nothing more."""
+        for ops in self.operations.values():
+            for op in ops:
+                implemented = send(self.valid_case(op, rng)).status != 501
+                for req in self.sweep(op, rng, every=implemented):
+                    send(req)
+
     CASES = (("valid_case", 10), ("missing_case", 10), ("hostile_cases", 35), ("nested_cases", 20),
-             ("garbage_cases", 15), ("content_type_cases", 5), ("odd_cases", 5))
+             ("garbage_cases", 15), ("content_type_cases", 5), ("odd_cases", 5), ("document_cases", 10),
+             ("form_cases", 3))
 
     def random_request(self, rng: random.Random, rare: AbstractSet[tuple[str, str]] = frozenset()) -> Request:
         """One request of a long run: a service, one of its operations, a kind of case, a value.
@@ -342,6 +436,79 @@ def _inner_slots(op: Operation, params: dict[str, Any]) -> list[tuple[Any, Any, 
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class DocumentSlot:
+    """A place in an operation's input that holds a document (or a pattern, a JQ query)."""
+    path: tuple[str | int, ...]     # member names, 0 for a list's item, an attribute map's key last
+    values: list[str]               # what breaks its parser
+    blob: bool = False              # sent as bytes (record data, a payload)
+    beside: dict[str, str] = dataclasses.field(default_factory=dict)  # set next to it: the pair's selector
+
+
+def _document_slots(shape: Any, path: tuple[str | int, ...] = (), seen: frozenset[str] = frozenset()
+                    ) -> list[DocumentSlot]:
+    """The document slots below `shape`, by the member names of fuzz_values' tables."""
+    if shape.type_name == "list":
+        return _document_slots(shape.member, path + (0,), seen)
+    if shape.type_name != "structure" or shape.name in seen:  # recursive shapes: once
+        return []
+    out = []
+    for name, member in shape.members.items():
+        here = path + (name,)
+        if name in v.DOCUMENT_MEMBERS and member.type_name in ("string", "blob"):
+            limit = member.metadata.get("max")
+            # As deep as the member's maximum length allows, besides the 3,000 levels it refuses.
+            fitted = v.deep_documents(limit=limit) if limit and limit < 2 * v.DOC_DEPTH else []
+            out.append(DocumentSlot(here, v.DOCUMENT_MEMBERS[name] + fitted, member.type_name == "blob"))
+        elif v.DOCUMENT_PAIRS.get(shape.name, ("",))[0] == name:
+            _, by_selector, target = v.DOCUMENT_PAIRS[shape.name]
+            out += [DocumentSlot(path + (target,), values, beside={name: selector})
+                    for selector, values in by_selector.items()]
+        elif name == "Attributes" and member.type_name == "map":
+            out += [DocumentSlot(here + (key,), values, beside=beside)
+                    for key, values in v.DOCUMENT_ATTRIBUTES.items() if not member.key.enum or key in member.key.enum
+                    for beside in v.ATTRIBUTE_COMPANIONS.get(key, [{}])]
+        else:
+            out += _document_slots(member, here, seen | {shape.name})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the server under fuzz
+
+TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t].*\n|\n)*?(\S[^\n]*)", re.MULTILINE)
+
+
+class LoggedServer(ServerProcess):
+    """`kinesim serve` with its output in a file, so that a 5xx's traceback can be read after it."""
+
+    def __init__(self, settings: Settings, log_path: Path):
+        super().__init__(settings)
+        self.log_path = log_path
+
+    def start(self, timeout: float = 60.0) -> "LoggedServer":
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_ready(self.url, timeout, self.proc)
+        return self
+
+
+class LogReader:
+    """What the server logged since the last look."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.offset = path, 0
+
+    def new_text(self) -> str:
+        if self.path is None:
+            return ""
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        self.offset += len(data)
+        return data.decode("utf-8", "replace")
+
+
 # ---------------------------------------------------------------------------------------------
 # real resources for fuzzed names to hit
 
@@ -428,12 +595,13 @@ def _kinesis_queue_names(kinesis: Any, name: str, stream_arn: str) -> dict[str, 
 
 
 def _log_names(logs: Any, group: str, function: str) -> dict[str, list[Any]]:
-    """A log group with a stream holding an event; the function's group (named, not yet logged to)."""
+    """A log group with a stream holding events (the victims of fuzzed filter patterns); the
+    function's group (named, not yet logged to)."""
     _quietly(logs.create_log_group, logGroupName=group)
     _quietly(logs.create_log_stream, logGroupName=group, logStreamName="fuzz-stream")
     now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
     logs.put_log_events(logGroupName=group, logStreamName="fuzz-stream",
-                        logEvents=[{"timestamp": now_ms, "message": "fuzz"}])
+                        logEvents=[{"timestamp": now_ms, "message": m} for m in ["fuzz", *v.VICTIMS]])
     arn = f"arn:aws:logs:us-east-1:000000000000:log-group:{group}"
     return {"logGroupName": [group, f"/aws/lambda/{function}"], "logStreamName": ["fuzz-stream"],
             "logGroupIdentifier": [group, arn], "resourceArn": [arn], "logStreamNamePrefix": ["fuzz"],
@@ -457,6 +625,7 @@ def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]
     streams[1].update(_channel_names(kinesis, f"{prefix}-channel", streams[1]["StreamARN"][0], bucket))
     _quietly(firehose.create_delivery_stream, DeliveryStreamName=delivery, DeliveryStreamType="DirectPut",
              ExtendedS3DestinationConfiguration={"RoleARN": ROLE, "BucketARN": f"arn:aws:s3:::{bucket}"})
+    described = firehose.describe_delivery_stream(DeliveryStreamName=delivery)["DeliveryStreamDescription"]
     _quietly(lam.create_function, FunctionName=function, Runtime="python3.12", Role=ROLE, Handler="app.handler",
              Code={"ZipFile": function_zip()})
     function_arn = lam.get_function(FunctionName=function)["Configuration"]["FunctionArn"]
@@ -469,12 +638,15 @@ def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]
     log_names = _log_names(client(url, "logs"), f"/{prefix}/group", function)
     sns = client(url, "sns")
     topic = sns.create_topic(Name=f"{prefix}-topic")["TopicArn"]
-    subscription = sns.subscribe(TopicArn=topic, Protocol="firehose", Endpoint=firehose.describe_delivery_stream(
-        DeliveryStreamName=delivery)["DeliveryStreamDescription"]["DeliveryStreamARN"],
-        Attributes={"SubscriptionRoleArn": ROLE})["SubscriptionArn"]
+    subscription = sns.subscribe(TopicArn=topic, Protocol="firehose", Endpoint=described["DeliveryStreamARN"],
+                                 Attributes={"SubscriptionRoleArn": ROLE})["SubscriptionArn"]
     shared = {
         "TopicArn": [topic], "TargetArn": [topic], "ResourceArn": [topic], "SubscriptionArn": [subscription],
         "DeliveryStreamName": [delivery], "RoleARN": [ROLE], "BucketARN": [f"arn:aws:s3:::{bucket}"],
+        "CurrentDeliveryStreamVersionId": [described["VersionId"]],
+        "DestinationId": [d["DestinationId"] for d in described["Destinations"]],
+        # What fuzzed filter policies, event patterns and partitioning queries then run on.
+        "Message": ["fuzz", *v.VICTIMS], "Data": [b"fuzz", *(m.encode() for m in v.VICTIMS)],
         "FunctionName": [function, function_arn], "Role": [ROLE], "Handler": ["app.handler"],
         "Runtime": ["python3.12"], "ZipFile": [function_zip()], "UUID": [mapping], "Resource": [function_arn],
         "Bucket": [bucket], "Key": [key], "UploadId": [upload], "CopySource": [f"{bucket}/{key}"],

@@ -146,3 +146,23 @@ def test_non_json_data_never_matches_a_data_pattern():
     assert not criteria({"data": [{"anything-but": "x"}]}).matches(view(b"plain text"))
     # ...but a pattern without `data` still applies to the metadata
     assert criteria({"partitionKey": ["pk-1"]}).matches(view(b"plain text"))
+
+
+def test_a_pattern_nested_too_deeply_is_refused_not_a_500():
+    deep = "[" * 2000 + "]" * 2000
+    with pytest.raises(AwsError) as refused:
+        FilterCriteria.parse({"Filters": [{"Pattern": json.dumps({"data": {"a": 1}})[:-1] + f', "b": {deep}}}'}]})
+    assert refused.value.code == "InvalidParameterValueException"
+    nested = '{"a": ' * 999 + "[1]" + "}" * 999  # within the JSON depth limit, past the checker's recursion
+    with pytest.raises(AwsError) as refused:
+        FilterCriteria.parse({"Filters": [{"Pattern": nested}]})
+    assert refused.value.code == "InvalidParameterValueException"
+
+
+def test_record_data_nested_deep_matches_no_pattern_instead_of_failing():
+    criteria = FilterCriteria.parse({"Filters": [{"Pattern": json.dumps({"data": {"a": {"b": [1]}}})}]})
+    entry = {"eventSource": "aws:kinesis", "kinesis": {"partitionKey": "k"}}
+    for depth in (900, 3000):
+        data = ('{"a": ' * depth + "1" + "}" * depth).encode()
+        assert criteria.matches(kinesis_view(entry, data)) is False
+    assert criteria.matches(kinesis_view(entry, b'{"a": {"b": 1}}'))

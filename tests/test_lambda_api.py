@@ -262,6 +262,24 @@ def test_create_function_invalid_parameters(lambda_client, unchecked_client, fun
         lambda_client.get_function(FunctionName=function_name)
 
 
+def test_a_null_character_where_the_runtime_gets_it_is_refused(lambda_client, make_function, function_name):
+    # The fuzzer's: a handler or environment variable holding a NUL was accepted, and every
+    # invocation then failed with a 500 (a process's environment cannot hold one).
+    base = {"FunctionName": function_name, "Role": ROLE, "Runtime": "python3.12",
+            "Code": {"ZipFile": make_zip({"app.py": HANDLER})}}
+    for extra in ({"Handler": "app\x00.handler"},
+                  {"Handler": "app.handler", "Environment": {"Variables": {"A1": "x\x00y"}}}):
+        with pytest.raises(ClientError) as e:
+            lambda_client.create_function(**base, **extra)
+        assert error_of(e)[0] == "InvalidParameterValueException" and "null character" in error_of(e)[1]
+    name = make_function()["FunctionName"]
+    for extra in ({"Handler": "app\x00.handler"}, {"Environment": {"Variables": {"A1": "x\x00y"}}}):
+        with pytest.raises(ClientError) as e:
+            lambda_client.update_function_configuration(FunctionName=name, **extra)
+        assert error_of(e)[0] == "InvalidParameterValueException" and "null character" in error_of(e)[1]
+    assert lambda_client.invoke(FunctionName=name, Payload=b"{}")["StatusCode"] == 200
+
+
 def test_zip_slip_is_refused(lambda_client, function_name, tmp_path):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:

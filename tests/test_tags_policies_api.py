@@ -242,7 +242,9 @@ def test_resource_policies_on_streams_and_consumers(kinesis, make_stream):
 def test_resource_policy_errors(kinesis, make_stream):
     name = make_stream()
     arn = arn_of(kinesis, name)
-    for bad in ("not json", "[1, 2]", '{"Version": '):
+    # ... nor one nested 3,000 deep (the fuzzer's: json.loads raised RecursionError, a 500).
+    deep = ['{"Statement": ' + "[" * 3000 + "]" * 3000 + "}", '{"a":' * 3000 + "1" + "}" * 3000]
+    for bad in ("not json", "[1, 2]", '{"Version": ', *deep):
         with pytest.raises(ClientError) as e:
             kinesis.put_resource_policy(ResourceARN=arn, Policy=bad)
         assert error_of(e) == ("InvalidArgumentException", "Policy is not a valid JSON document.")

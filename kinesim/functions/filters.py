@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import json
 from functools import lru_cache
 from typing import Any, Callable
 
+from ..protocol import user_json
 from ..protocol.errors import AwsError
 from ..wildcards import wildcard_matcher
 
@@ -65,15 +65,22 @@ class FilterCriteria:
             if not isinstance(text, str):
                 raise invalid("a filter without a Pattern string")
             try:
-                pattern = json.loads(text)
-            except ValueError:
+                pattern = user_json.loads(text)
+                check_pattern(pattern)
+            except user_json.InvalidJson:
                 raise invalid("the pattern is not JSON") from None
-            check_pattern(pattern)
+            except RecursionError:  # checking walks the pattern: bounded by loads' depth, still too deep
+                raise invalid("the pattern is nested too deeply") from None
             patterns.append(pattern)
         return cls(patterns) if patterns else None
 
     def matches(self, view: dict[str, Any]) -> bool:
-        return any(_match(p, [view], top=True) for p in self.patterns)
+        try:
+            return any(_match(p, [view], top=True) for p in self.patterns)
+        except RecursionError:
+            # Matching walks the record's data: data nested near user_json's depth limit matches no
+            # pattern (it stopped the mapping for good: the batch failed again on every poll).
+            return False
 
 
 def kinesis_view(entry: dict[str, Any], data: bytes) -> dict[str, Any]:
@@ -82,8 +89,8 @@ def kinesis_view(entry: dict[str, Any], data: bytes) -> dict[str, Any]:
     view = {k: v for k, v in entry.items() if k != "kinesis"}
     view.update(entry["kinesis"])
     try:
-        view["data"] = json.loads(data)
-    except ValueError:  # also UnicodeDecodeError
+        view["data"] = user_json.loads(data)
+    except ValueError:  # InvalidJson (syntax, or nested past its depth limit), UnicodeDecodeError
         view["data"] = _NOT_JSON
     return view
 
