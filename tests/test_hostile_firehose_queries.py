@@ -174,11 +174,12 @@ def test_records_the_query_does_not_end_on_go_to_the_error_output(server, fireho
     wait_for(lambda: len(delivered()) == 4 and len(failed()) == 2, timeout=100)
     assert delivered() == {"red": records[0], "blue": records[2], "green": records[5], "unset": records[4]}
     assert all(key.startswith("errors/processing-failed/") for key in keys_in(s3, bucket, "errors/"))
-    assert sorted((base64.b64decode(d["rawData"]), d["errorCode"], d["errorMessage"]) for d in failed()) == [
-        (records[3], "DynamicPartitioning.MetadataExtractionFailed",
-         "Failed to execute the MetadataExtractionQuery: the query needed more than 512 MiB of memory"),
-        (records[1], "DynamicPartitioning.MetadataExtractionFailed",
-         "Failed to execute the MetadataExtractionQuery: the query ran longer than 1 s")]
+    outcome = {base64.b64decode(d["rawData"]): (d["errorCode"], d["errorMessage"]) for d in failed()}
+    prefix = "Failed to execute the MetadataExtractionQuery: the query "
+    assert outcome[records[1]] == ("DynamicPartitioning.MetadataExtractionFailed", prefix + "ran longer than 1 s")
+    # The growing query meets whichever limit comes first on this machine: memory or CPU time.
+    assert outcome[records[3]] in {("DynamicPartitioning.MetadataExtractionFailed", prefix + ending)
+                                   for ending in ("needed more than 512 MiB of memory", "ran longer than 1 s")}
     assert healthy(server)
 
 
