@@ -14,7 +14,7 @@ writer at 255).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -68,8 +68,9 @@ def nesting_depth(doc: Any) -> int:
     return deepest
 
 
-def dumps(doc: Any) -> str:
-    """What `json.dumps(doc, separators=(",", ":"))` writes, without recursion."""
+def dumps(doc: Any, scalar: Callable[[Any], str] = json.dumps) -> str:
+    """What `json.dumps(doc, separators=(",", ":"))` writes, without recursion; `scalar` writes
+    each string (member names included), number, boolean and null."""
     out: list[str] = []
     # Work items: a value to write, or a literal piece of punctuation (a str in a 1-tuple).
     stack: list[Any] = [doc]
@@ -80,20 +81,15 @@ def dumps(doc: Any) -> str:
         elif isinstance(item, dict):
             parts: list[Any] = [("{",)]
             for i, (key, value) in enumerate(item.items()):
-                parts.append((("," if i else "") + json.dumps(str(key)) + ":",))
-                parts.append(value)
-            parts.append(("}",))
-            stack.extend(reversed(parts))
+                parts += [(("," if i else "") + scalar(str(key)) + ":",), value]
+            stack.extend(reversed(parts + [("}",)]))
         elif isinstance(item, list):
             parts = [("[",)]
             for i, value in enumerate(item):
-                if i:
-                    parts.append((",",))
-                parts.append(value)
-            parts.append(("]",))
-            stack.extend(reversed(parts))
+                parts += [(",",), value] if i else [value]
+            stack.extend(reversed(parts + [("]",)]))
         else:
-            out.append(json.dumps(item))
+            out.append(scalar(item))
     return "".join(out)
 
 

@@ -26,6 +26,8 @@ import math
 import re
 from typing import Any
 
+from ..protocol import user_json
+
 START_OBJECT, END_OBJECT, START_ARRAY, END_ARRAY = "{", "}", "[", "]"
 FIELD_NAME, STRING, NUMBER, TRUE, FALSE, NULL = "name", "string", "number", "true", "false", "null"
 
@@ -45,26 +47,9 @@ class JsonParseError(Exception):
 
 
 def compact(doc: Any) -> str:
-    """The parsed policy as Jackson's ObjectMapper writes it: no spaces, members in their order."""
-    out: list[str] = []
-    stack: list[Any] = [doc]
-    while stack:  # no recursion: the policy may be nested up to the JSON reader's limit
-        item = stack.pop()
-        if isinstance(item, tuple):
-            out.append(item[0])
-        elif isinstance(item, dict):
-            parts: list[Any] = [("{",)]
-            for i, (key, value) in enumerate(item.items()):
-                parts += [(("," if i else "") + _string(key) + ":",), value]
-            stack.extend(reversed(parts + [("}",)]))
-        elif isinstance(item, list):
-            parts = [("[",)]
-            for i, value in enumerate(item):
-                parts += [(",",), value] if i else [value]
-            stack.extend(reversed(parts + [("]",)]))
-        else:
-            out.append(_scalar(item))
-    return "".join(out)
+    """The parsed policy as Jackson's ObjectMapper writes it: no spaces, members in their order
+    (without recursion: the policy may be nested up to the JSON reader's limit)."""
+    return user_json.dumps(doc, _scalar)
 
 
 def _string(text: str) -> str:
