@@ -10,8 +10,10 @@ $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
-	# Node.js 24 (nodejs24.x functions) from the npm registry into the venv; see kinesim/functions/runtimes.py
-	$(VENV)/bin/python -m kinesim.functions.runtimes install 24 || echo "warning: no Node.js 24: nodejs24.x functions will be refused"
+	# Node.js 24 and 22 (nodejs24.x, nodejs22.x functions) and the AWS SDK for JavaScript v3 their
+	# runtime includes, from the npm registry into the venv, in parallel; without the network, warnings
+	# and fewer runtimes. See kinesim/functions/runtime_sdks.py
+	$(VENV)/bin/python -m kinesim.functions.runtime_sdks setup
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark kinesim's functions: a Python function fed by a Kinesis event source mapping.
+"""Benchmark kinesim's functions: a Python function fed by a Kinesis event source mapping, an S3
+bucket notification or an SQS event source mapping.
 
     .venv/bin/python bench/functions.py                  # kinesim and moto, 10 s latency runs
     .venv/bin/python bench/functions.py --quick          # smoke run (~1 min)
@@ -9,7 +10,10 @@ kinesim (durable, temp data dir) runs a 4-shard stream, a no-op Python function 
 with boto3's create_function and an event source mapping, and the script measures
 put -> handler-start latency (BatchSize 100 and 1; the same workload again with a Node.js handler
 on nodejs24.x, `--languages`) and the records/s a no-op handler gets through
-(BatchSize 100, 4 shards, TRIM_HORIZON over a preloaded stream). moto's server is probed for
+(BatchSize 100, 4 shards, TRIM_HORIZON over a preloaded stream). The other triggers
+(bench/triggers.py, workloads `s3` and `sqs`): S3 PutObject -> handler through a bucket
+notification, SQS SendMessage -> handler through a mapping, and the messages/s a no-op handler
+gets through from a preloaded queue. moto's server is probed for
 whether it runs a function from a mapping at all (it needs Docker, which is not here) and timed on
 the control-plane calls both implement. See bench/README.md, "Functions".
 
@@ -42,13 +46,14 @@ from botocore.config import Config  # noqa: E402
 
 import client  # noqa: E402
 import report  # noqa: E402
+import triggers  # noqa: E402
 import workloads as wl  # noqa: E402
 from client import Client, KinesisError  # noqa: E402
 from peers import Server, choices, run_steps, stop_all  # noqa: E402
 from run import _terminate, log  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")  # kinesim-mem (--in-memory): optional, for comparison
-WORKLOADS = ("latency", "throughput", "api")
+WORKLOADS = ("latency", "throughput", "s3", "sqs", "api")
 LANGUAGES = ("python", "nodejs")  # the latency workload's handler: python3.12 or nodejs24.x
 NODE_RUNTIME = "nodejs24.x"
 REGION = "us-east-1"
@@ -200,11 +205,11 @@ class Target:
                             config=Config(retries={"max_attempts": 1}, read_timeout=120))
 
     def create_function(self, name: str, handler: str, results: Path | None = None, package: bytes | None = None,
-                        language: str = "python"):
+                        language: str = "python", module: str = HANDLER_MODULE):
         env = {"Variables": {"BENCH_RESULTS_DIR": str(results)}} if results else {"Variables": {}}
         runtime = NODE_RUNTIME if language == "nodejs" else "python3.12"
         return self.lam.create_function(FunctionName=name, Runtime=runtime, Role=self.role,
-                                        Handler=f"{HANDLER_MODULE}.{handler}", Environment=env,
+                                        Handler=f"{module}.{handler}", Environment=env,
                                         Code={"ZipFile": package or function_zip(language)})
 
     def prewarm(self, name: str, n: int = PREWARM) -> None:
@@ -518,6 +523,14 @@ def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
                           ("latency BatchSize 1, Node.js", lambda t: latency_workload(t, args, work_dir, 1, "nodejs"))]
         if "throughput" in args.workloads:
             steps.append(("throughput", lambda t: throughput_workload(t, args, work_dir)))
+        if "s3" in args.workloads:
+            steps.append(("S3 upload latency", lambda t: triggers.s3_latency(t, args, work_dir, Results,
+                                                                              collect_latencies)))
+        if "sqs" in args.workloads:
+            steps += [("SQS message latency", lambda t: triggers.sqs_latency(t, args, work_dir, Results,
+                                                                             collect_latencies)),
+                      ("SQS throughput", lambda t: triggers.sqs_throughput(t, args, work_dir, Results,
+                                                                           collect_latencies))]
     if "api" in args.workloads:
         steps.append(("api", lambda t: api_workload(t, args)))
     try:
@@ -545,6 +558,7 @@ ROWS = [
     ("put->handler p99 ms, BatchSize 1, Node.js", "nodelat1.p99", "{:.2f}", "down"),
     ("no-op handler records/s (BatchSize 100, 4 shards)", "rate.rps", "{:,.0f}", "up"),
     ("no-op handler invocations/s", "rate.ips", "{:,.0f}", "up"),
+    *triggers.ROWS,
     ("CreateFunction p50 ms", "api.create_function.p50", "{:.2f}", "down"),
     ("CreateEventSourceMapping p50 ms", "api.create_mapping.p50", "{:.2f}", "down"),
     ("GetEventSourceMapping p50 ms", "api.get_mapping.p50", "{:.2f}", "down"),
@@ -571,6 +585,7 @@ DETAIL_ROWS = [
     ("throughput: server cores (server + workers)", "rate.server_cores", "{:.2f}"),
     ("throughput: server CPU s per 1k records", "rate.server_cpu_per_1k", "{:.3f}"),
     ("throughput: missing / extra / out-of-order batches", "rate.check_text", "{}"),
+    *triggers.DETAIL_ROWS,
     ("API p90 ms: CreateFunction / CreateEventSourceMapping", "api.p90_create", "{}"),
     ("API p90 ms: Get / Delete mapping / DeleteFunction", "api.p90_rest", "{}"),
     ("moto probe: what its server logged", "probe.evidence", "{}"),
@@ -584,12 +599,12 @@ def derive(name: str, fig: dict) -> dict:
     if name == "moto":
         out["runs"] = "yes" if fig.get("probe.ran") else MOTO_NEEDS_DOCKER if "probe.ran" in fig else None
         for label, key, _, _ in ROWS:
-            if key.startswith(("lat", "nodelat", "rate.")) or key == "api.invoke.p50":
+            if key.startswith(("lat", "nodelat", "rate.", "s3lat", "sqslat", "sqsrate")) or key == "api.invoke.p50":
                 out[key] = "n/a"
     else:
         out["runs"] = "yes" if fig.get("lat100.seen") or fig.get("rate.delivered") or fig.get("api.invoke.p50") \
             else None
-    for k in ("lat100", "lat1", "nodelat100", "nodelat1"):
+    for k in ("lat100", "lat1", "nodelat100", "nodelat1", *triggers.LATENCY_KEYS):
         if f"{k}.sent" in fig:
             out[f"{k}.counts"] = f"{fig[f'{k}.sent']:,} / {fig[f'{k}.seen']:,} / {fig[f'{k}.dups']:,}"
             out[f"{k}.rate_max"] = f"{fig[f'{k}.rate']:.0f}, {f(fig[f'{k}.p90'])} / {f(fig[f'{k}.max'])}"
@@ -599,6 +614,7 @@ def derive(name: str, fig: dict) -> dict:
         out["rate.inv"] = f"{fig['rate.invocations']:,}, {f(fig['rate.per_invocation'], '{:.1f}')}"
         out["rate.check_text"] = (f"{fig['rate.check.missing']:,} / {fig['rate.check.extra']:,} / "
                                   f"{fig['rate.check.disorder']:,}")
+    triggers.derive(fig, out, f)
     if "api.create_function.p90" in fig:
         out["api.p90_create"] = f"{f(fig['api.create_function.p90'])} / {f(fig['api.create_mapping.p90'])}"
         out["api.p90_rest"] = (f"{f(fig['api.get_mapping.p90'])} / {f(fig['api.delete_mapping.p90'])} / "
@@ -642,6 +658,7 @@ def checks(figs: dict[str, dict]) -> list[dict]:
                     add(f"{t} latency run (BatchSize {batch}{language}): every record once",
                         k[f"{prefix}{batch}.counts"],
                         k[f"{prefix}{batch}.missing"] == 0 and k[f"{prefix}{batch}.dups"] == 0)
+        triggers.checks(t, k, add)
         if "rate.delivered" in k:
             add(f"{t} throughput run: every record once, in order",
                 k["rate.check_text"] + " missing/extra/disorder",

@@ -42,6 +42,8 @@ from .protocol.drain import answer_unread as _answer_unread
 from .protocol.errors import AwsError
 from .protocol.rest import RestApp
 from .s3.api import S3App, is_s3_request
+from .s3.lifecycle_sweep import LifecycleSweeper
+from .s3.notifications import BucketNotifications
 from .s3.objects import ObjectStore
 from .sns.api import SnsApp
 from .sns.service import SnsService
@@ -106,7 +108,12 @@ class Edge:
         # Kinesis channels write into the same buckets through the object store's public calls.
         self.channel_delivery = channel_delivery.attach(self.kinesis, self.objects.bucket_exists,
                                                         self.objects.put_object)
-        self.functions = LambdaService(settings, self.store, self.kinesis, self.objects, self.destinations)
+        # SQS before Lambda: the pollers of SQS event source mappings resume as the Lambda service starts.
+        self.sqs = SqsService(settings, self.store, self.long_polls)
+        self.services[self.sqs.target_prefix] = self.sqs
+        self.destinations.register("sqs", self.sqs.send_to_arn)
+        self.functions = LambdaService(settings, self.store, self.kinesis, self.objects, self.destinations,
+                                       queues=self.sqs.consumers)
         self.lambda_rest = RestApp(self.functions, payload_type="application/json")
         self.firehose = FirehoseService(settings, self.store, self.objects, self.kinesis,
                                         self.functions.invoke_function)
@@ -114,13 +121,19 @@ class Edge:
         # CloudWatch Logs over the same files the Lambda runtime writes functions' logs to.
         self.logs = LogsService(settings, self.store, self.functions.logs)
         self.services[self.logs.target_prefix] = self.logs
-        self.sqs = SqsService(settings, self.store, self.long_polls)
-        self.services[self.sqs.target_prefix] = self.sqs
-        self.destinations.register("sqs", self.sqs.send_to_arn)
         self.json_signing_names = frozenset(("kinesis", "firehose", "logs", "sqs"))
         self.sns = SnsService(settings, self.store, self.destinations.send, self.functions.endpoint_url)
         self.sns_api = SnsApp(self.sns)
         self._register_senders()
+        # Asynchronous invocations accepted before a restart resume, now that their destinations can be reached.
+        self.functions.async_invoker.start()
+        # S3 event notifications: recorded by the object store inside each write, delivered through
+        # the senders above (SQS, SNS, Lambda's asynchronous invocation).
+        self.s3_notifications = BucketNotifications(self.objects.root, settings.account_id, self.destinations,
+                                                    self.functions.function,
+                                                    lambda bucket: self.objects.bucket_info(bucket).region)
+        self.objects.notifications = self.s3_notifications
+        self.s3_notifications.start()  # delivers what was recorded before a restart
         self.firehose.start()  # resumes delivery of what was buffered before a restart
         self.channel_delivery.start()
         self.flask = admin_app(self)
@@ -128,6 +141,9 @@ class Edge:
         self.verifier = sigv4.Verifier(_secrets(settings)) if settings.verify_signatures else None
         self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
         self.sweeper.start()
+        # S3 lifecycle rules: expired objects deleted, stale multipart uploads aborted.
+        self.lifecycle_sweeper = LifecycleSweeper(self.objects)
+        self.lifecycle_sweeper.start()
 
     def _register_senders(self) -> None:
         """The in-process deliveries by ARN that SNS subscriptions and OnFailure destinations use:
@@ -152,6 +168,8 @@ class Edge:
 
     def close(self) -> None:
         self.sweeper.stop()
+        self.lifecycle_sweeper.stop()
+        self.s3_notifications.close()
         self.sns.close()
         self.firehose.close()
         self.channel_delivery.close()

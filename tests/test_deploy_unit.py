@@ -552,8 +552,8 @@ def test_bucket_desired_names_and_attributes(tmp_path):
     buckets = S3Bucket(target(tmp_path, stack_name="Shop-Prod"))
     assert buckets.desired({"BucketName": "clicks-archive"}) == {"BucketName": "clicks-archive"}
     assert buckets.desired({}) == {"BucketName": None}
-    with pytest.raises(DeployError, match="property VersioningConfiguration of AWS::S3::Bucket is not supported"):
-        buckets.desired({"VersioningConfiguration": {"Status": "Enabled"}})
+    with pytest.raises(DeployError, match="property WebsiteConfiguration of AWS::S3::Bucket is not supported"):
+        buckets.desired({"WebsiteConfiguration": {"IndexDocument": "index.html"}})
     record = {"Type": "AWS::S3::Bucket", "Properties": buckets.desired({"BucketName": "a-bucket"})}
     assert decide(buckets, record, "AWS::S3::Bucket", buckets.desired({"BucketName": "b-bucket"})) == \
         ("replace", ["BucketName"])

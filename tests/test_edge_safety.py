@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import socket
-import statistics
 import subprocess
 import sys
 import time

@@ -629,7 +629,9 @@ def test_event_source_mapping_errors(lambda_client, unchecked_client, make_strea
     with pytest.raises(ClientError) as e:
         lambda_client.create_event_source_mapping(EventSourceArn="arn:aws:sqs:us-east-1:000000000000:queue",
                                                   FunctionName=function_name)
-    assert error_of(e)[0] == "InvalidParameterValueException" and "Kinesis streams only" in error_of(e)[1]
+    assert error_of(e) == ("InvalidParameterValueException", "Error occurred while ReceiveMessage. SQS Error Code: "
+                           "AWS.SimpleQueueService.NonExistentQueue. SQS Error Message: The specified queue does not "
+                           "exist.", 400)
     with pytest.raises(ClientError) as e:
         lambda_client.create_event_source_mapping(EventSourceArn=arn, FunctionName=function_name,
                                                   StartingPosition="LATEST", BatchSize=10001, ParallelizationFactor=11)

@@ -13,7 +13,6 @@ import io
 import json
 import os
 import re
-import sys
 import urllib.request
 import uuid
 import zipfile
@@ -323,8 +322,8 @@ def test_layer_directories_on_the_path_as_awss_opt(tmp_path):
                                       "nodejs/node_modules/only1/index.js": "module.exports = 'only in 1';\n",
                                       "python/shared_mod.py": "WHO = 'layer 1'\n"})
     second = _layer(tmp_path / "l2", {"nodejs/node24/node_modules/shared/index.js": "module.exports = 'layer 2';\n",
-                                      f"python/lib/python{sys.version_info.major}.{sys.version_info.minor}"
-                                      "/site-packages/shared_mod.py": "WHO = 'layer 2'\n"})
+                                      # the function's runtime's version, as on AWS (not the server's)
+                                      "python/lib/python3.12/site-packages/shared_mod.py": "WHO = 'layer 2'\n"})
     code = _layer(tmp_path / "code", {
         "index.js": "exports.handler = async () => [require('shared'), require('only1'), require('own_mod')];\n",
         "node_modules/own_mod/index.js": "module.exports = 'the function';\n",

@@ -691,8 +691,11 @@ def test_file_directory_conflicts(s3, bucket):
 
 def test_unsupported_subresources(s3, bucket):
     with pytest.raises(ClientError) as e:
-        s3.get_bucket_tagging(Bucket=bucket)
+        s3.get_bucket_website(Bucket=bucket)
     assert error_of(e)["Code"] == "NotImplemented" and status_of(e) == 501
+    with pytest.raises(ClientError) as e:
+        s3.get_object_tagging(Bucket=bucket, Key="k")
+    assert status_of(e) == 501
     with pytest.raises(ClientError) as e:
         s3.get_object_acl(Bucket=bucket, Key="k")
     assert status_of(e) == 501

@@ -21,10 +21,10 @@ STACK_NAME = re.compile(r"[a-zA-Z][-a-zA-Z0-9]{0,127}")
 
 DESCRIPTION = """\
 Deploy a CloudFormation or SAM template (Transform: AWS::Serverless-2016-10-31) to a kinesim
-server, the way `sam deploy` deploys to AWS: Kinesis streams, Lambda functions (each CodeUri
-directory is zipped and uploaded) and their event source mappings, Firehose delivery streams (to
-S3) and S3 buckets are created through the same APIs a client uses. IAM roles and policies are accepted and ignored: kinesim does not check
-permissions.
+server, the way `sam build` and `sam deploy` deploy to AWS: Kinesis streams, Lambda functions
+(each CodeUri directory is built, zipped and uploaded) and their event source mappings, Firehose
+delivery streams (to S3) and S3 buckets are created through the same APIs a client uses. IAM
+roles and policies are accepted and ignored: kinesim does not check permissions.
 
 Deploying again updates the stack in place: unchanged resources are left alone, changed ones are
 updated (or replaced when CloudFormation would replace them, e.g. a new stream Name), and
@@ -37,6 +37,16 @@ kinesim cannot deploy (types of services it does not emulate, runtimes the serve
 unsupported properties) is reported at once. AWS::Include snippets (local files or s3://) are
 inlined first.
 
+Functions are built first, as `sam build` builds them: a CodeUri with a requirements.txt gets its
+packages installed with pip (wheels for the function's Python version), one with a package.json
+its production dependencies with npm, and a layer with Metadata BuildMethod likewise. Builds are
+cached by content ($XDG_CACHE_HOME/kinesim/build, else ~/.cache/kinesim/build): an unchanged
+function is not built again. Code that needs no build, and code sam build already built
+(.aws-sam/build/), deploy as they are; --no-build deploys every directory as it is.
+
+Without a template argument, the template is found as `sam deploy` finds it: sam build's
+.aws-sam/build/template.yaml, else template.yaml, template.yml or template.json.
+
 A failed deploy rolls back as CloudFormation does: a new stack's resources are deleted again
 (ROLLBACK_COMPLETE; the next deploy creates the stack anew), an update's changes are undone
 (UPDATE_ROLLBACK_COMPLETE). Resources removed from the template are deleted only once the rest
@@ -46,6 +56,8 @@ succeeded.
 EPILOG = """\
 examples:
   kinesim deploy template.yaml
+  kinesim deploy                        # .aws-sam/build/template.yaml or template.yaml, as sam deploy
+  kinesim deploy template.yaml --no-build
   kinesim deploy template.yaml --parameter-overrides ShardCount=4
   kinesim deploy infra/app.yaml --stack-name clicks --endpoint-url http://localhost:4566
   kinesim deploy template.yaml --delete
@@ -54,9 +66,12 @@ examples:
 
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add deploy's arguments to `parser` (a subcommand's parser, or a parser of its own)."""
-    parser.add_argument("template", type=Path, help="the template file (YAML or JSON)")
+    parser.add_argument("template", type=Path, nargs="?",
+                        help="the template file (YAML or JSON; default: as sam deploy, .aws-sam/build/template.yaml "
+                             "if sam build made one, else template.yaml, template.yml or template.json)")
     parser.add_argument("--stack-name", help="the stack to create or update (default: the name of the "
-                                             "template's directory)")
+                                             "template's directory; the project's for sam build's "
+                                             ".aws-sam/build/template.yaml)")
     parser.add_argument("--parameter-overrides", nargs="+", default=[], metavar="KEY=VALUE",
                         help="template parameter values, as KEY=VALUE or ParameterKey=KEY,ParameterValue=VALUE")
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT,
@@ -67,6 +82,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="delete the stack and every resource it made, dependents first")
     parser.add_argument("--no-lint", dest="lint", action="store_false",
                         help="skip the cfn-lint check of the template")
+    parser.add_argument("--no-build", dest="build", action="store_false",
+                        help="deploy code directories as they are, without installing their requirements.txt or "
+                             "package.json dependencies")
     return parser
 
 
@@ -86,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
             raise DeployError(f"1 validation error detected: Value '{args.stack_name}' at 'stackName' failed to "
                               "satisfy constraint: Member must satisfy regular expression pattern: "
                               "[a-zA-Z][-a-zA-Z0-9]*|arn:[-a-zA-Z0-9:/._+]*")
+        # --delete with --stack-name needs no template; else the one named or sam deploy's default.
+        args.template = Path("template.yaml") if args.template is None and args.delete and args.stack_name \
+            else find_template(args.template)
         health = server_settings(args.endpoint_url)
         target = make_target(args, health)
         # Imported here, not at the top: the SAM translator takes ~0.3 s to import, and every
@@ -102,12 +123,53 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if not args.template.is_file():
             raise DeployError(f"Template file {args.template} does not exist")
-        deployer.deploy(args.template, overrides, run_lint=args.lint)
+        if not args.build:
+            deployer.deploy(args.template, overrides, run_lint=args.lint)
+        else:
+            from .build import Builder, session
+            note_built_template(args.template)
+            with session(Builder()):
+                deployer.deploy(args.template, overrides, run_lint=args.lint)
         print(f"Stack {target.stack_name} deployed to {args.endpoint_url}")
         return 0
     except DeployError as err:
         print(f"Error: {err}", file=sys.stderr)
         return 1
+
+
+# Where `sam deploy` looks for a template it is not given, in order (samcli/commands/_utils/
+# options.py, get_or_default_template_file_name): sam build's output first.
+BUILT_TEMPLATE = Path(".aws-sam", "build", "template.yaml")
+DEFAULT_TEMPLATES = (BUILT_TEMPLATE, Path("template.yaml"), Path("template.yml"), Path("template.json"))
+
+
+def find_template(given: Path | None) -> Path:
+    """The template named, else the first of sam deploy's defaults in the current directory."""
+    if given is not None:
+        return given
+    for candidate in DEFAULT_TEMPLATES:
+        if candidate.is_file():
+            return candidate
+    raise DeployError("no template given, and none of " + ", ".join(map(str, DEFAULT_TEMPLATES))
+                      + " is in the current directory")
+
+
+def project_template(template: Path) -> Path:
+    """The project's template for a template sam build wrote (PROJECT/.aws-sam/build/template.yaml):
+    both name the same stack by default."""
+    resolved = template.resolve()
+    if resolved.parent.name == "build" and resolved.parent.parent.name == ".aws-sam":
+        return resolved.parent.parent.parent / "template.yaml"
+    return template
+
+
+def note_built_template(template: Path) -> None:
+    """A named template is deployed as named (as `sam deploy --template-file` does) even when sam
+    build's output is next to it; say so, since the two may differ."""
+    built = template.resolve().parent / BUILT_TEMPLATE
+    if project_template(template) == template and built.is_file():
+        print(f"Note: deploying {template} (built here); sam build's {BUILT_TEMPLATE} next to it is deployed by "
+              "`kinesim deploy` without a template argument")
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -156,7 +218,7 @@ def make_target(args: argparse.Namespace, health: dict[str, Any] | None = None) 
     clients["s3"] = session.client("s3", endpoint_url=args.endpoint_url, **credentials,
                                    config=config.merge(Config(s3={"addressing_style": "path"})))
     return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"],
-                  stack_name=args.stack_name or stack_name_for(args.template), region=region,
+                  stack_name=args.stack_name or stack_name_for(project_template(args.template)), region=region,
                   account_id=str(health.get("account_id") or "000000000000"), partition=partition_of(region),
                   template_dir=args.template.resolve().parent,
                   **{name: client for name, client in clients.items() if name not in ("kinesis", "lambda")})

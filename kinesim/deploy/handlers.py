@@ -3,6 +3,7 @@ import per service module, so what a template may use is read in one place."""
 from __future__ import annotations
 
 from .channel_resources import KinesisChannel
+from .event_invoke_config_resources import LambdaEventInvokeConfig
 from .firehose_resources import FirehoseDeliveryStream
 from .iam_resources import IamManagedPolicy, IamPolicy, IamRole
 from .kinesis_resources import KinesisStream, KinesisStreamConsumer
@@ -12,6 +13,7 @@ from .lambda_version_resources import (CodeDeployApplication, CodeDeployDeployme
 from .logs_resources import LogsLogGroup, LogsLogStream
 from .permission_resources import LambdaPermission
 from .resources import ResourceHandler
+from .s3_policy_resources import S3BucketPolicy
 from .s3_resources import S3Bucket
 from .sns_resources import SnsSubscription, SnsTopic, SnsTopicPolicy
 from .sqs_resources import SqsQueue, SqsQueuePolicy
@@ -19,11 +21,11 @@ from .sqs_resources import SqsQueue, SqsQueuePolicy
 HANDLERS: dict[str, type[ResourceHandler]] = {h.type_name: h for h in (
     KinesisStream, KinesisStreamConsumer, KinesisChannel,
     LambdaFunction, EventSourceMapping,
-    LambdaVersion, LambdaAlias, LambdaLayerVersion,
+    LambdaVersion, LambdaAlias, LambdaLayerVersion, LambdaEventInvokeConfig,
     CodeDeployApplication, CodeDeployDeploymentGroup,
     LambdaPermission,
     FirehoseDeliveryStream,
-    S3Bucket,
+    S3Bucket, S3BucketPolicy,
     LogsLogGroup, LogsLogStream,
     SnsTopic, SnsSubscription, SnsTopicPolicy,
     SqsQueue, SqsQueuePolicy,

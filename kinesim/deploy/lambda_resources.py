@@ -7,7 +7,7 @@ import io
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from .resources import (Applied, ResourceHandler, Target, _input_shape, coerce, delete_and_wait, tag_map, unless_gone, wait_for)
 from .template import DeployError
@@ -141,7 +141,7 @@ class EventSourceMapping(ResourceHandler):
     RESET = {"BatchSize": 100, "MaximumBatchingWindowInSeconds": 0, "Enabled": True, "FunctionResponseTypes": [],
              "ParallelizationFactor": 1, "MaximumRetryAttempts": -1, "MaximumRecordAgeInSeconds": -1,
              "BisectBatchOnFunctionError": False, "DestinationConfig": {"OnFailure": {}},
-             "TumblingWindowInSeconds": 0, "FilterCriteria": {"Filters": []}}
+             "TumblingWindowInSeconds": 0, "FilterCriteria": {"Filters": []}, "ScalingConfig": {}}
     BUSY = ("Creating", "Enabling", "Disabling", "Updating")
 
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
@@ -182,7 +182,7 @@ class EventSourceMapping(ResourceHandler):
         for key in sorted(k for k in set(old) | set(new) if k != "Tags" and old.get(k) != new.get(k)):
             if key not in new and key not in self.RESET:
                 raise DeployError(f"removing {key} from an event source mapping is not supported; set it explicitly")
-            changes[key] = new.get(key, self.RESET.get(key))
+            changes[key] = new.get(key, self._reset(key, new))
         if changes:
             lam.update_event_source_mapping(UUID=physical_id, **changes)
             self._wait_stable(physical_id)
@@ -203,6 +203,12 @@ class EventSourceMapping(ResourceHandler):
                         lambda: lam.get_event_source_mapping(UUID=physical_id),
                         f"event source mapping {physical_id}")
 
+    def _reset(self, key: str, new: dict[str, Any]) -> Any:
+        """The value a removed property goes back to: AWS's default for the mapping's source."""
+        if key == "BatchSize" and ":sqs:" in str(new.get("EventSourceArn", "")):
+            return 10  # an SQS source's default (streams: 100)
+        return self.RESET.get(key)
+
     def _wait_stable(self, uuid: str) -> None:
         wait_for(lambda: self.target.lambda_.get_event_source_mapping(UUID=uuid),
                  lambda m: m.get("State") not in self.BUSY, f"event source mapping {uuid}")
@@ -220,13 +226,22 @@ def package(path: Path) -> bytes:
         return path.read_bytes()
     if not path.is_dir():
         raise DeployError(f"code path {path} is not a directory or a .zip file")
+
+    def files() -> Iterator[tuple[str, Path]]:
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for filename in sorted(f for f in names if not f.endswith(".pyc")):
+                file = Path(root) / filename
+                yield file.relative_to(path).as_posix(), file
+    return zip_files(files())
+
+
+def zip_files(files: Iterable[tuple[str, Path]]) -> bytes:
+    """A deployment package of (name in the zip, file) pairs, the same bytes for the same files."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for filename in sorted(f for f in files if not f.endswith(".pyc")):
-                file = Path(root) / filename
-                _add(archive, file.relative_to(path).as_posix(), file.read_bytes(), file.stat().st_mode)
+        for name, file in files:
+            _add(archive, name, file.read_bytes(), file.stat().st_mode)
     return buffer.getvalue()
 
 

@@ -5,25 +5,54 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .resources import (Applied, ResourceHandler, error_code)
-from .template import DeployError
-
 from .intrinsics import pseudo_parameters
+from .resources import Applied, ResourceHandler, coerce, error_code
+from .s3_bucket_properties import CONFIGURATIONS
+from .template import DeployError
 
 
 class S3Bucket(ResourceHandler):
-    """AWS::S3::Bucket: a bucket of kinesim's object store. kinesim's S3 keeps buckets and
-    objects, not bucket configurations (versioning, lifecycle, notifications, tags, ...): a
-    template that sets one is refused rather than half applied."""
+    """AWS::S3::Bucket: a bucket of kinesim's object store, with the configurations a template
+    gives it (versioning, lifecycle, encryption, public access block, ownership controls, CORS,
+    tags, event notifications) applied through the S3 API, each as CloudFormation's provider does: a configuration the
+    template drops in an update is deleted. Properties kinesim's S3 does not keep (website,
+    replication, logging, object lock, ...) are refused rather than dropped."""
     type_name = "AWS::S3::Bucket"
     name_property = "BucketName"
     name_max_length = 63
     attributes = frozenset({"Arn", "DomainName", "RegionalDomainName", "DualStackDomainName"})
-    SUPPORTED = {"BucketName"}
+    SUPPORTED = {"BucketName", *(c.prop for c in CONFIGURATIONS)}
 
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
         self._reject_unsupported(properties, self.SUPPORTED)
-        return {"BucketName": properties.get("BucketName")}
+        requests = {}
+        for config in CONFIGURATIONS:
+            if config.prop in properties:
+                requests[config.prop] = coerce(self._input_shape(config.put), config.convert(properties[config.prop]))
+        desired: dict[str, Any] = {"BucketName": properties.get("BucketName")}
+        if requests:  # (a bucket without any is recorded as before configurations were kept)
+            desired["Configurations"] = requests
+        return desired
+
+    def _input_shape(self, method: str) -> Any:
+        s3 = self.target.s3
+        return s3.meta.service_model.operation_model(s3.meta.method_to_api_mapping[method]).input_shape
+
+    def _apply(self, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Put each configuration that is new or changed; remove each that was dropped."""
+        for config in CONFIGURATIONS:
+            before, after = old.get(config.prop), new.get(config.prop)
+            if after is not None and after != before:
+                self._call(config.put, name, config.prop, after)
+            elif after is None and before is not None:
+                self._call(config.remove, name, config.prop, config.remove_args or {})
+
+    def _call(self, method: str, bucket: str, prop: str, arguments: dict[str, Any]) -> None:
+        try:
+            getattr(self.target.s3, method)(Bucket=bucket, **arguments)
+        except ClientError as err:
+            message = err.response.get("Error", {}).get("Message", "")
+            raise DeployError(f"{prop}: {err.operation_name} failed: {error_code(err)}: {message}") from None
 
     def generate_name(self, logical_id: str) -> str:
         # `stack-logicalid-suffix` in lower case: S3 takes no capitals in a bucket name.
@@ -38,12 +67,13 @@ class S3Bucket(ResourceHandler):
         # Outside us-east-1, S3 wants the region named (CloudFormation makes the bucket in the stack's).
         where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
         self.target.s3.create_bucket(Bucket=name, **where)
+        self._apply(name, {}, desired.get("Configurations", {}))
         return Applied(name, self.bucket_attributes(name))
 
     def update(self, physical_id: str, old: dict[str, Any], new: dict[str, Any],
                attributes: dict[str, Any]) -> dict[str, Any]:
-        # BucketName, the one property, is create-only: a new name replaces the bucket, and
-        # there is nothing else to change in place.
+        # A new BucketName replaces the bucket (create-only); the configurations change in place.
+        self._apply(physical_id, old.get("Configurations", {}), new.get("Configurations", {}))
         return attributes
 
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:

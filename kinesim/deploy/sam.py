@@ -5,10 +5,10 @@ becomes exactly the `AWS::Lambda::Function`, `AWS::IAM::Role` and
 `AWS::Lambda::EventSourceMapping` resources AWS would create. Two things differ from a deploy to
 AWS, because nothing here leaves the machine:
 - managed policy names are looked up in the map the translator ships, never in IAM;
-- a local `CodeUri` directory (what `sam build`/`sam package` would upload), or a layer's local
-  `ContentUri`, is swapped for an `s3://` placeholder the translator accepts, and swapped back
-  afterwards into the function's `Code` (the layer's `Content`), as a local path the Lambda
-  handlers zip.
+- a local `CodeUri` directory (what `sam build`/`sam package` would upload; built first, see
+  build.py), or a layer's local `ContentUri`, is swapped for an `s3://` placeholder the
+  translator accepts, and swapped back afterwards into the function's `Code` (the layer's
+  `Content`), as a local path the Lambda handlers zip.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 
+from .build import built
 from .intrinsics import partition_of
 from .lambda_resources import package
 from .template import DeployError, TemplateError
@@ -59,6 +60,9 @@ def translate(template: dict[str, Any], template_dir: Path, region: str,
     if other:
         raise TemplateError(f"Transform {', '.join(map(str, other))} is not supported by kinesim deploy "
                             f"(only {SAM_TRANSFORM})")
+    # sam build's step, before the transform as on AWS (sam deploy uploads built packages): the
+    # version hash below and the upload then see the built package.
+    template = built(template, template_dir, parameters, region)
     if not is_sam(template):
         return template
     template = copy.deepcopy(template)

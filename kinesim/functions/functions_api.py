@@ -352,6 +352,7 @@ def delete_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
         fn = svc.function(name)
         svc.drop_function(name)
         svc.versions.drop_function(name)  # its versions and aliases go with it
+        svc.event_invoke_configs.drop_function(name)  # and their event invoke configurations
     svc.runtime.retire(name)
     if not fn.get("HotReload"):
         svc.code.remove(name)

@@ -1,5 +1,6 @@
 """Event source mapping operations: Create, Get, List, Update, Delete — Kinesis streams as sources,
-read directly or through an enhanced fan-out consumer (EventSourceArn = the consumer's ARN).
+read directly or through an enhanced fan-out consumer (EventSourceArn = the consumer's ARN), and
+SQS queues, standard and FIFO (their parameters and AWS's rules for them: sqs_source.py).
 
 The stored document is the EventSourceMappingConfiguration with `State` holding what the user
 asked for ("Enabled" or "Disabled"); the MappingManager runs pollers to match it. Answers to
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..kinesis import consumers
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
+from . import sqs_source
 from .errors import conflict, invalid_parameter
 
 if TYPE_CHECKING:
@@ -48,7 +50,8 @@ def _stream_name(svc: LambdaService, arn: str) -> str:
     service = parts[2] if len(parts) > 2 else ""
     if service != "kinesis":
         raise invalid_parameter(
-            f"Unsupported event source {arn}: kinesim's event source mappings read Kinesis streams only.")
+            f"Unsupported event source {arn}: kinesim's event source mappings read Kinesis streams and SQS "
+            f"queues only.")
     resource = parts[5] if len(parts) > 5 else ""
     if "/consumer/" in resource:
         # A registered consumer (CREATING or ACTIVE; the mapping subscribes once it is ACTIVE).
@@ -94,6 +97,8 @@ def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
     source = p.get("EventSourceArn")
     if not source:
         raise invalid_parameter("Unrecognized event source.")
+    if sqs_source.is_queue_arn(source):
+        return _create_sqs_mapping(svc, p, source)
     _check_settings(svc, p)
     name, qualifier = svc.parse_function_ref(p["FunctionName"])
     if not svc.has_function(name, qualifier):
@@ -139,6 +144,31 @@ def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
     return _response(doc, "Creating")
 
 
+def _create_sqs_mapping(svc: LambdaService, p: dict[str, Any], source: str) -> dict[str, Any]:
+    sqs_source.check_parameters(p)  # a DestinationConfig among them, in AWS's words for OnSuccess
+    sqs_source.check_batching(source, p.get("BatchSize") or sqs_source.DEFAULT_BATCH_SIZE,
+                              p.get("MaximumBatchingWindowInSeconds") or 0)
+    name, qualifier = svc.parse_function_ref(p["FunctionName"])
+    if not svc.has_function(name, qualifier):
+        raise invalid_parameter("Function does not exist")
+    parts = source.split(":")
+    if (parts[3] != svc.settings.region or parts[4] != svc.settings.account_id
+            or svc.manager.queues is None or svc.manager.queues.find(source) is None):
+        raise sqs_source.missing_queue()
+    function_arn = svc.function_arn(name, qualifier)
+    uuid = str(uuidlib.uuid4())
+    enabled = p.get("Enabled", True)
+    doc = sqs_source.new_document(p, uuid, function_arn, svc.mapping_arn(uuid), time.time(), enabled)
+    with svc.lock:
+        for other in svc.mappings.values():
+            if other["EventSourceArn"] == source and other["FunctionArn"] == function_arn:
+                raise sqs_source.duplicate(source, name, other["UUID"])
+        svc.manager.sync(doc)  # refuses what cannot run (a bad filter pattern)
+        svc.save_mapping(doc)
+    # AWS answers a mapping created disabled with "Disabled" (recorded), an enabled one "Creating".
+    return _response(doc, "Creating" if enabled else "Disabled")
+
+
 def get_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     return svc.live_mapping(svc.mapping(p["UUID"]))
 
@@ -168,7 +198,11 @@ def list_event_source_mappings(svc: LambdaService, p: dict[str, Any], context: R
 
 
 def update_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    _check_settings(svc, p)
+    queue = sqs_source.is_queue_arn(svc.mapping(p["UUID"])["EventSourceArn"])
+    if queue:
+        sqs_source.check_parameters(p)
+    else:
+        _check_settings(svc, p)
     with svc.lock:
         doc = dict(svc.mapping(p["UUID"]))
         if p.get("FunctionName") is not None:
@@ -176,9 +210,13 @@ def update_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
             if not svc.has_function(name, qualifier):
                 raise invalid_parameter("Function does not exist")
             doc["FunctionArn"] = svc.function_arn(name, qualifier)
-        for key in UPDATABLE:
-            if p.get(key) is not None:
-                doc[key] = p[key]
+        if queue:
+            sqs_source.apply(doc, p)
+            sqs_source.check_batching(doc["EventSourceArn"], doc["BatchSize"], doc["MaximumBatchingWindowInSeconds"])
+        else:
+            for key in UPDATABLE:
+                if p.get(key) is not None:
+                    doc[key] = p[key]
         shown = "Updating"
         if p.get("Enabled") is not None:
             wanted = "Enabled" if p["Enabled"] else "Disabled"

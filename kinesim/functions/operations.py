@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import functions_api, layers_api, mappings_api, permissions_api, versions_api
+from . import event_invoke_config_api, functions_api, layers_api, mappings_api, permissions_api, versions_api
 
 OPERATIONS: dict[str, Callable[..., Any]] = {
     # functions_api
@@ -48,5 +48,11 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
     "ListEventSourceMappings": mappings_api.list_event_source_mappings,
     "UpdateEventSourceMapping": mappings_api.update_event_source_mapping,
     "DeleteEventSourceMapping": mappings_api.delete_event_source_mapping,
+    # event_invoke_config_api
+    "PutFunctionEventInvokeConfig": event_invoke_config_api.put_function_event_invoke_config,
+    "UpdateFunctionEventInvokeConfig": event_invoke_config_api.update_function_event_invoke_config,
+    "GetFunctionEventInvokeConfig": event_invoke_config_api.get_function_event_invoke_config,
+    "DeleteFunctionEventInvokeConfig": event_invoke_config_api.delete_function_event_invoke_config,
+    "ListFunctionEventInvokeConfigs": event_invoke_config_api.list_function_event_invoke_configs,
 }
 

@@ -1,4 +1,6 @@
 """Event source mappings' pollers: Kinesis shards read in order and fed to a function in batches.
+(A mapping whose source is an SQS queue gets an SqsPoller instead: sqs_poller.py; this manager
+starts, stops and reconfigures both kinds alike.)
 
 A poller reads a stream's shards like any other consumer (the store's ordered log, waking on the
 shard's append condition), never from PutRecord, and follows what AWS documents for Kinesis
@@ -59,6 +61,8 @@ from .failure_destinations import FailureSender
 from .mapping_config import MappingConfig
 from .mapping_poller import MappingPoller
 from .poller_timing import Timing
+from .sqs_poller import QueueSource, SqsPoller
+from .sqs_source import SqsMappingConfig, is_queue_arn
 
 __all__ = ["MappingManager", "Invocation", "Invoke"]
 
@@ -80,13 +84,14 @@ class MappingManager:
 
     def __init__(self, kinesis: KinesisService, store: Store, invoke: Invoke, settings: Settings,
                  objects: ObjectStore | None = None, role_of: Callable[[str], str | None] | None = None,
-                 destinations: Destinations | None = None):
+                 destinations: Destinations | None = None, queues: QueueSource | None = None):
         self.kinesis, self.store, self.invoke, self.settings = kinesis, store, invoke, settings
+        self.queues = queues  # SQS queues, read by the pollers of SQS mappings (sqs_poller.py)
         # Where on-failure records go: S3 buckets in `objects`, SQS/SNS through `destinations`.
         self.failures = FailureSender(kinesis, objects, destinations)
         self.role_of = role_of  # a function's execution role (its Role), by function name
         self.lock = threading.Lock()
-        self.pollers: dict[str, MappingPoller] = {}
+        self.pollers: dict[str, MappingPoller | SqsPoller] = {}
         # The delays, as this module's attributes say when the manager is made (tests shorten them).
         self.timing = Timing(retry_backoff_s=RETRY_BACKOFF_S, retry_backoff_max_s=RETRY_BACKOFF_MAX_S,
                              problem_retry_s=PROBLEM_RETRY_S, scan_s=SCAN_S, idle_wait_s=IDLE_WAIT_S,
@@ -98,9 +103,13 @@ class MappingManager:
         Raises AwsError InvalidParameterValueException for what cannot run (a bad filter pattern,
         an OnFailure destination of the wrong service). State "Updating" keeps a running poller running.
         """
-        config = MappingConfig.from_mapping(mapping)
-        if config.on_failure:
-            self.failures.check_usable(config.on_failure)
+        config: MappingConfig | SqsMappingConfig
+        if is_queue_arn(mapping["EventSourceArn"]):
+            config = SqsMappingConfig.from_mapping(mapping)
+        else:
+            config = MappingConfig.from_mapping(mapping)
+            if config.on_failure:
+                self.failures.check_usable(config.on_failure)
         with self.lock:
             current = self.pollers.get(config.uuid)
             if config.state in ENABLED_STATES:
@@ -109,12 +118,13 @@ class MappingManager:
                 enabled = False
             else:  # Updating: whatever it was doing
                 enabled = current.active if current is not None else True
-            if current is not None and current.active == enabled and current.config.same_work(config):
-                current.config = config
+            if (current is not None and current.active == enabled and type(current.config) is type(config)
+                    and current.config.same_work(config)):  # type: ignore[arg-type]
+                current.config = config  # type: ignore[assignment]
                 return
             if current is not None:
                 current.stop()
-            poller = MappingPoller(self, config)
+            poller = SqsPoller(self, config) if isinstance(config, SqsMappingConfig) else MappingPoller(self, config)
             self.pollers[config.uuid] = poller
             if enabled:
                 poller.start()

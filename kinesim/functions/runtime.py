@@ -12,21 +12,17 @@ import logging
 import math
 import os
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 
 import orjson
 
-from . import runtimes
+from . import python_sdk, runtime_sdks, runtimes
 from .logs import FunctionLogs
-from .worker import pack, unpack
+from .worker_process import WorkerProcess
 
 log = logging.getLogger("kinesim.functions")
 
@@ -34,9 +30,12 @@ INIT_LIMIT_S = 10.0  # AWS's limit for the init phase; a longer function timeout
 MAX_RESPONSE_BYTES = 6 * 1024 * 1024 + 100  # AWS's "maximum allowed payload size (6291556 bytes)"
 TAIL_BYTES = 4096
 LOG_FLUSH_S = 0.5  # a long invocation's output reaches the log file at least this often
-# What a worker keeps of the server's environment: enough to run Python, nothing of the server's own
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH")
-NODE_BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node", "bootstrap.mjs")
+# What a worker keeps of the server's environment: enough to run a program, nothing of the server's
+# own (its PYTHONPATH and virtualenv least of all: a function sees what AWS's runtime has, no more)
+_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+NODE_BOOTSTRAP = os.path.join(_HERE, "node", "bootstrap.mjs")
+PYTHON_WORKER = os.path.join(_HERE, "worker.py")
 
 
 @dataclass
@@ -137,22 +136,33 @@ class FunctionRuntime:
         runtime = runtimes.describe(fn.get("Runtime") or "python3.12")
         if not runtime.runnable:  # e.g. its Node.js was removed since CreateFunction: a failed init
             raise _Unrunnable(runtime.reason or runtime.name)
-        env = self._environment(fn, stream, runtime)
+        layers = [d for d in fn.get("LayerDirs") or () if d]
         if runtime.language == "nodejs":
+            env = self._environment(fn, stream, runtime, runtime_sdks.js_sdk_modules())
             command = [runtime.executable, *runtimes.node_memory_flags(env), NODE_BOOTSTRAP]
             worker = WorkerProcess(command, fn["CodeDir"], env, stream, capture_output=True)
         else:
-            # -P: the code directory (cwd) is not put on sys.path before kinesim is imported; the
-            # worker adds it itself.
-            command = [sys.executable, "-P", "-m", "kinesim.functions.worker"]
+            sdk_dir = python_sdk.sdk_dir()
+            python_sdk.compile_for(runtime.executable, sdk_dir)
+            env = self._environment(fn, stream, runtime, sdk_dir)
+            # -s -S: no site-packages (the interpreter's, the user's, kinesim's venv): the worker
+            # builds sys.path itself from the layers and the SDK directory it is given. Not -I: a
+            # function's PYTHON* variables (PYTHONWARNINGS, PYTHONHASHSEED...) work as on AWS, and
+            # the environment holds no PYTHON* variable of the server's.
+            command = [runtime.executable, "-s", "-S", PYTHON_WORKER,
+                       os.pathsep.join(runtimes.python_layer_paths(layers, runtime.name)), sdk_dir]
             worker = WorkerProcess(command, fn["CodeDir"], env, stream)
+        worker.warning = runtime.warning
         log.debug("started worker %d for %s (%s)", worker.proc.pid, fn["FunctionName"], stream)
         return worker
 
-    def _environment(self, fn: dict, stream: str, runtime: runtimes.Runtime) -> dict[str, str]:
+    def _environment(self, fn: dict, stream: str, runtime: runtimes.Runtime,
+                     runtime_dir: str | None) -> dict[str, str]:
+        """The function's environment as AWS's runtime sets it. `runtime_dir`: where the SDK AWS's
+        runtime includes is (Python: the boto3 & co directory; Node.js: the JS SDK's
+        node_modules, None when not installed)."""
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-        if runtime.language == "nodejs":
-            env.pop("PYTHONPATH", None)
+        env["PATH"] = _search_path(runtime.executable, env.get("PATH", os.defpath))
         env["TZ"] = ":UTC"
         # The AWS SDKs inside a handler (boto3, JS v3) talk to kinesim
         env["AWS_ENDPOINT_URL"] = self.endpoint_url
@@ -161,12 +171,13 @@ class FunctionRuntime:
         layers = [d for d in fn.get("LayerDirs") or () if d]
         if runtime.language == "nodejs":
             if "NODE_PATH" not in variables:  # AWS's bootstrap sets it only when the function does not
-                env["NODE_PATH"] = os.pathsep.join(runtimes.node_layer_paths(layers, runtime.major) + [fn["CodeDir"]])
-        else:
-            if "PYTHONPATH" in variables and "PYTHONPATH" in os.environ:  # the worker must still find kinesim
-                env["PYTHONPATH"] = variables["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
-            if layers:
-                env["KINESIM_LAYER_PATHS"] = os.pathsep.join(runtimes.python_layer_paths(layers))
+                # AWS's: /opt/nodejs/nodeNN/node_modules:/opt/nodejs/node_modules:/var/runtime/node_modules:
+                # /var/runtime:/var/task (LocalStack's snapshot of a real nodejs20.x function)
+                sdk = [runtime_dir] if runtime_dir else []
+                env["NODE_PATH"] = os.pathsep.join(runtimes.node_layer_paths(layers, runtime.major) + sdk
+                                                   + [fn["CodeDir"]])
+        elif "PYTHONPATH" not in variables:  # AWS's is /var/runtime, where its runtime's packages are
+            env["PYTHONPATH"] = runtime_dir or ""
         runtime_name = runtime.name if runtime.runnable and runtime.name.startswith(("python", "nodejs")) \
             else f"python{sys.version_info.major}.{sys.version_info.minor}"
         name = fn["FunctionName"]
@@ -188,6 +199,8 @@ class FunctionRuntime:
             "AWS_SECRET_ACCESS_KEY": "test",
             "AWS_SESSION_TOKEN": "test",
         })
+        if runtime_dir:  # AWS's /var/runtime (reserved too), where its SDK is: Node.js's in node_modules
+            env["LAMBDA_RUNTIME_DIR"] = os.path.dirname(runtime_dir) if runtime.language == "nodejs" else runtime_dir
         return env
 
     # --- one invocation ---------------------------------------------------------------------
@@ -196,6 +209,8 @@ class FunctionRuntime:
         """Wait for the handler's import (the cold start). None when it succeeded; otherwise the
         invocation's result, AWS's for an init that failed in the invoke phase."""
         record = worker.cold_start_log = _InvocationLog(self.logs, fn["FunctionName"], worker)
+        if worker.warning:  # the first line of its log stream, where users look first
+            record.add(worker.warning)
         deadline = worker.started + max(INIT_LIMIT_S, float(fn.get("Timeout", 3)))
         try:
             header, body = self._receive_until(worker, record, deadline, "init")
@@ -298,6 +313,15 @@ class FunctionRuntime:
         return Invocation(request_id, payload, function_error, record.tail(), duration_ms, billed_ms, memory_mb)
 
 
+def _search_path(executable: str | None, path: str) -> str:
+    """PATH for a worker: its language's directory first (AWS's /var/lang/bin, so a handler's
+    `python3` or `node` subprocess is the runtime's), and never kinesim's virtualenv."""
+    venv_bin = os.path.realpath(os.path.join(sys.prefix, "bin"))
+    first = [os.path.dirname(executable)] if executable else []
+    rest = [p for p in path.split(os.pathsep) if p and os.path.realpath(p) != venv_bin and p not in first]
+    return os.pathsep.join(first + rest)
+
+
 def _signature(fn: dict) -> tuple:
     """What makes an environment out of date: AWS starts new ones after any code or config change."""
     return (fn.get("CodeDir"), fn.get("CodeSha256"), fn.get("LastModified"), fn.get("Handler"), fn.get("Runtime"),
@@ -320,116 +344,6 @@ def _timeout_payload(request_id: str, fn: dict) -> bytes:
 
 def _exit_payload(request_id: str, reason: str) -> bytes:
     return orjson.dumps({"errorType": "Runtime.ExitError", "errorMessage": f"RequestId: {request_id} Error: {reason}"})
-
-
-class WorkerProcess:
-    """One execution environment: a worker process, the socket to it, its log stream."""
-
-    def __init__(self, command: list[str], code_dir: str, env: dict[str, str], stream_name: str,
-                 capture_output: bool = False):
-        """Run `command CHANNEL_FD` (and `OUTPUT_FD` with `capture_output`: the non-blocking read
-        end of a pipe its stdout and stderr write into, for a worker that cannot redirect its own
-        file descriptors, as Node.js cannot)."""
-        parent, child = socket.socketpair()
-        out_read = out_write = None
-        try:
-            fds = [child.fileno()]
-            if capture_output:
-                out_read, out_write = os.pipe()
-                os.set_blocking(out_read, False)
-                fds.append(out_read)
-            # A session of its own: Ctrl-C on the server is not the handler's, and killing the group
-            # also ends the handler's subprocesses.
-            self.proc = subprocess.Popen(
-                command + [str(fd) for fd in fds], cwd=code_dir, env=env, stdin=subprocess.DEVNULL,
-                stdout=out_write, stderr=out_write, pass_fds=tuple(fds), start_new_session=True)
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()
-            for fd in (out_read, out_write):
-                if fd is not None:
-                    os.close(fd)
-        self.conn = Connection(parent.detach())
-        self.stream_name = stream_name
-        self.started = time.perf_counter()
-        self.init_ms: float | None = None
-        self.rss_kb = 0
-        self.last_log_ms = 0  # events keep time order within the stream
-        self.alive = True
-        self.cold_start_log: _InvocationLog | None = None  # continued by the first invocation
-
-    def send(self, header: dict, body: bytes) -> None:
-        try:
-            self.conn.send_bytes(pack(header, body))
-        except OSError:  # the worker died: its exit is the invocation's error
-            raise EOFError from None
-
-    def receive(self, deadline: float) -> tuple[dict, bytes]:
-        remaining = deadline - time.perf_counter()
-        try:
-            ready = remaining > 0 and self.conn.poll(remaining)
-            if ready:
-                return unpack(self.conn.recv_bytes())
-        except OSError:  # (TimeoutError is one too: raised below, outside this)
-            raise EOFError from None
-        raise TimeoutError
-
-    def peak_rss_kb(self) -> int:
-        """Peak memory of a worker that cannot report it any more (timed out or crashed)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return max(int(line.split()[1]), self.rss_kb)
-        except (OSError, ValueError):
-            pass
-        return self.rss_kb
-
-    def kill(self) -> None:
-        """SIGKILL the worker and its subprocesses, as Lambda does. The thread using it sees EOF."""
-        self.alive = False
-        if self.proc.returncode is not None:  # reaped: its pid may belong to another process now
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def _exited(self) -> bool:
-        """Whether the worker has exited, without reaping it: until reaped, its pid (the group id
-        that `kill` signals) cannot be reused."""
-        try:
-            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-        except ChildProcessError:
-            return True
-
-    def stop(self, grace_s: float = 0) -> str:
-        """Kill the worker (after `grace_s` to exit by itself) and reap it. Returns how it ended in
-        AWS's words: "Runtime exited with error: exit status 1" and the like."""
-        deadline = time.monotonic() + grace_s
-        while not self._exited() and time.monotonic() < deadline:
-            time.sleep(0.002)
-        self.kill()  # its subprocesses too, even when it has exited itself
-        code = self.proc.wait()
-        self.conn.close()
-        if code == 0:
-            return "Runtime exited without providing a reason"
-        if code > 0:
-            return f"Runtime exited with error: exit status {code}"
-        return f"Runtime exited with error: signal: {_signal_name(-code)}"
-
-
-def _signal_name(number: int) -> str:
-    """Go's names for signals, which Lambda's messages use ("signal: killed")."""
-    names = {signal.SIGKILL: "killed", signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "aborted",
-             signal.SIGTERM: "terminated", signal.SIGBUS: "bus error", signal.SIGFPE: "floating point exception",
-             signal.SIGILL: "illegal instruction", signal.SIGINT: "interrupt", signal.SIGPIPE: "broken pipe"}
-    try:
-        return names.get(signal.Signals(number)) or (signal.strsignal(number) or f"signal {number}").lower()
-    except ValueError:
-        return f"signal {number}"
 
 
 class _InvocationLog:

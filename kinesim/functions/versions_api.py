@@ -337,6 +337,7 @@ def delete_alias(svc: LambdaService, p: dict[str, Any], context: RequestContext)
     svc.function(name)
     # Deleting an alias that does not exist succeeds (test_non_existent_alias_deletion).
     svc.versions.drop_alias(name, alias)
+    svc.event_invoke_configs.delete(name, alias)  # a new alias of that name starts without it, as on AWS
     return {}
 
 

@@ -1,12 +1,18 @@
 """One warm execution environment for a Python handler, behaving as AWS's Python runtime
 (awslambdaric) does: the same `context` object, logging format, error payloads and log lines.
 
-runtime.py starts it as `python -P -m kinesim.functions.worker FD` in the function's code
-directory, with the function's environment. It imports the handler once (the cold start), then
-runs invocations one at a time, as AWS runs one per execution environment, until FD closes.
+runtime.py starts it as a script, `python3.X -s -S worker.py LAYERS SDK FD`,
+in the function's code directory, with the function's environment (its PYTHON* variables
+honoured, as on AWS; none of the server's): isolated from kinesim (no `import kinesim`, no
+site-packages, nothing of kinesim's directory on sys.path), it runs on any Python 3.9+
+with the standard library alone, and puts on sys.path what AWS's does (see `_set_path`): the code
+directory, the layers (LAYERS, os.pathsep-joined), the SDK directory holding the boto3 & co AWS's
+runtime includes (SDK), the function's own PYTHONPATH entries, the standard library. It imports
+the handler once (the cold start), then runs invocations one at a time, as AWS runs one per
+execution environment, until FD closes.
 
-Protocol over the socket FD: messages framed by multiprocessing.connection, each a JSON header
-line followed by a raw body.
+Protocol over the socket FD: frames as multiprocessing.connection writes them (a 4-byte big-endian
+length, or -1 and an 8-byte one), each a JSON header line followed by a raw body.
   server -> worker  {"id", "deadline_ms", "arn", "client_context", "identity"} + event bytes
   worker -> server  {"t": "log", "events": [[epoch ms, text], ...]}   output, as it is written
                     {"t": "init", "error": type|null, "rss_kb"}       + error JSON if it failed
@@ -22,20 +28,18 @@ from __future__ import annotations
 import decimal
 import importlib
 import io
+import json
 import logging
 import math
 import os
 import resource
 import select
+import struct
 import sys
 import threading
 import time
 import traceback
-from multiprocessing.connection import Connection
 from typing import Any, Callable
-
-import orjson
-import simplejson
 
 _THIS_FILE = os.path.abspath(__file__)
 _ERROR_INDENT = "\u00a0"  # AWS indents traceback lines in the log with no-break spaces
@@ -47,17 +51,18 @@ _UNHANDLED_WARNING = (
     "INIT_START log entry. If this error correlates with a change in the runtime version, you may be able "
     "to mitigate this error by temporarily rolling back to the previous runtime version. For more "
     "information, see https://docs.aws.amazon.com/lambda/latest/dg/runtimes-update.html")
+_LEVELS = ("CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET")
 
 _request_id: str | None = None  # the invocation in progress, for log records
 
 
 def pack(header: dict, body: bytes = b"") -> bytes:
-    return orjson.dumps(header) + b"\n" + body
+    return json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
 
 
 def unpack(data: bytes) -> tuple[dict, bytes]:
     head, _, body = data.partition(b"\n")
-    return orjson.loads(head), body
+    return json.loads(head), body
 
 
 def _now_ms() -> int:
@@ -65,27 +70,55 @@ def _now_ms() -> int:
 
 
 def _rss_kb() -> int:
+    """Peak resident memory of this process, Lambda's "Max Memory Used". Not getrusage's
+    ru_maxrss: Linux carries it over from the process that forked this one (the server) across
+    exec, where VmHWM is this program's own."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 class Channel:
-    """The worker's end of the socket. Locked: handler threads log while the main thread replies."""
+    """The worker's end of the socket, framed as multiprocessing.connection does (the server's
+    end is one; importing multiprocessing here would cost the handler memory). Locked: handler
+    threads log while the main thread replies."""
 
     def __init__(self, fd: int):
         os.set_inheritable(fd, False)  # not into the handler's subprocesses: the server sees EOF when we die
-        self._conn = Connection(fd)
+        self._fd = fd
         self._lock = threading.Lock()
 
     def send(self, header: dict, body: bytes = b"") -> None:
         data = pack(header, body)
+        size = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
         with self._lock:
-            self._conn.send_bytes(data)
+            view = memoryview(size + data)
+            while view:
+                view = view[os.write(self._fd, view):]
 
     def log(self, events: list[list]) -> None:
         self.send({"t": "log", "events": events})
 
+    def _read(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = os.read(self._fd, min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
     def recv(self) -> tuple[dict, bytes]:
-        return unpack(self._conn.recv_bytes())
+        size, = struct.unpack("!i", self._read(4))
+        if size == -1:
+            size, = struct.unpack("!Q", self._read(8))
+        return unpack(self._read(size))
 
 
 Emit = Callable[[list[list]], None]  # sends log events ([[epoch ms, text], ...])
@@ -223,7 +256,7 @@ def setup_logging(send: Emit) -> None:
     handler.addFilter(_RequestIdFilter())
     root = logging.getLogger()
     level = os.environ.get("AWS_LAMBDA_LOG_LEVEL", "").upper()
-    if level in logging.getLevelNamesMapping():
+    if level in _LEVELS:
         root.setLevel(level)
     root.addHandler(handler)
 
@@ -346,27 +379,46 @@ def error_log_text(error: dict) -> str:
 
 # --- marshalling ---------------------------------------------------------------------------------
 
-class Encoder(simplejson.JSONEncoder):
+_simplejson: Any = None
+_response_encoder: Any = None
+
+
+def _json_lib() -> Any:
+    """simplejson, as AWS's runtime encodes and decodes with it; imported once sys.path holds the
+    runtime's packages (it is one of them: awslambdaric's dependency)."""
+    global _simplejson
+    if _simplejson is None:
+        import simplejson
+        _simplejson = simplejson
+    return _simplejson
+
+
+def _encoder() -> Any:
     """AWS's response encoder: simplejson, Decimals written as they are (DynamoDB items can be
     returned as they come), non-ASCII escaped except on python3.12, where AWS stopped escaping."""
+    global _response_encoder
+    if _response_encoder is not None:
+        return _response_encoder
+    simplejson = _json_lib()
 
-    def __init__(self) -> None:
-        escape = os.environ.get("AWS_EXECUTION_ENV") != "AWS_Lambda_python3.12"
-        super().__init__(use_decimal=False, ensure_ascii=escape)
+    class Encoder(simplejson.JSONEncoder):
+        def default(self, o: Any) -> Any:
+            if isinstance(o, decimal.Decimal):
+                return math.nan if o.is_nan() else simplejson.RawJSON(str(o))
+            return super().default(o)
 
-    def default(self, o: Any) -> Any:
-        if isinstance(o, decimal.Decimal):
-            return math.nan if o.is_nan() else simplejson.RawJSON(str(o))
-        return super().default(o)
+    escape = os.environ.get("AWS_EXECUTION_ENV") != "AWS_Lambda_python3.12"
+    _response_encoder = Encoder(use_decimal=False, ensure_ascii=escape)
+    return _response_encoder
 
 
 def to_json(obj: Any) -> bytes:
-    return Encoder().encode(obj).encode("utf-8")
+    return _encoder().encode(obj).encode("utf-8")
 
 
 def unmarshal(body: bytes) -> Any:
     try:
-        return simplejson.loads(body)
+        return _json_lib().loads(body)
     except Exception as e:
         raise Fault("Runtime.UnmarshalError", f"Unable to unmarshal input: {e}") from None
 
@@ -464,17 +516,39 @@ def _exit_when_orphaned() -> None:
             os._exit(1)
 
 
+def _set_path(task_root: str, layers: list[str], sdk_dir: str) -> None:
+    """sys.path in AWS's order (a python3.13 function's: /var/task, /opt/python/lib/python3.13/
+    site-packages, /opt/python, /var/lang/lib/python3.13/site-packages (boto3 & co), /var/runtime
+    (PYTHONPATH), the standard library): the code directory, the layers, the SDK directory, the
+    PYTHONPATH entries (AWS's is /var/runtime, here the SDK directory again unless the function sets
+    its own), then the standard library. Python put this script's directory (kinesim's) first, the
+    PYTHONPATH entries next and the standard library last (-S: no site-packages)."""
+    first = 0 if getattr(sys.flags, "safe_path", False) else 1
+    count = len(os.environ["PYTHONPATH"].split(os.pathsep)) if os.environ.get("PYTHONPATH") else 0
+    pythonpath = [p for p in sys.path[first:first + count] if p != sdk_dir]
+    stdlib = sys.path[first + count:]
+    # The runtime's own simplejson, before the function's code or layers can shadow it (AWS's
+    # runtime imports it at start, with /var/task and /opt not on sys.path yet)
+    sys.path[:] = [sdk_dir, *stdlib]
+    _encoder()
+    sys.path[:] = [task_root, *layers, sdk_dir, *pythonpath, *stdlib]
+
+
 def main() -> None:
-    fd = int(sys.argv[1])
+    layers, sdk_dir, fd = sys.argv[1], sys.argv[2], int(sys.argv[3])
     sys.argv = [_THIS_FILE]
+    # -S left out `site`, and with it the builtins it adds, which AWS's handlers have
+    import site
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
     threading.Thread(target=_exit_when_orphaned, name="kinesim-orphan-watch", daemon=True).start()
     worker = Worker(Channel(fd))
-    sys.path.insert(0, os.environ["LAMBDA_TASK_ROOT"])  # handlers import their sibling modules
-    # Layers (/opt/python... on AWS) come after the function's own code, before site-packages
-    layers = os.environ.pop("KINESIM_LAYER_PATHS", "")
-    sys.path[1:1] = [p for p in layers.split(os.pathsep) if p]
-    # No __pycache__ written into the code directory (AWS's is read-only): none left in a user's
-    # source tree, and none stale when code changes within the second its .pyc was written.
+    # Layers (/opt/python... on AWS) come after the function's own code, before the runtime's packages
+    _set_path(os.environ["LAMBDA_TASK_ROOT"], [p for p in layers.split(os.pathsep) if p], sdk_dir)
+    # No bytecode written (AWS's code directory is read-only): none left in a user's source tree,
+    # and none stale when code changes within the second its .pyc was written. The SDK's were
+    # compiled by the server.
     sys.dont_write_bytecode = True
     code = 0
     try:

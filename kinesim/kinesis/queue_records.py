@@ -10,7 +10,6 @@ visibility change of this queue, or the next visibility timeout to pass, whichev
 """
 from __future__ import annotations
 
-import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 

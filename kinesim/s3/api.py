@@ -3,8 +3,9 @@
 Addressing: path style (`/bucket/key`) and virtual-host style (`Host: bucket.localhost[:port]`).
 Each request goes to one handler, chosen by method, by whether it names the service, a bucket or
 an object, and by its sub-resource query parameter (`?uploads`, `?delete`, `?location`, ...), as
-botocore's model of S3 lays the operations out. A sub-resource S3 has and kinesim does not
-(`?acl`, `?tagging`, `?policy`, ...) is answered `501 NotImplemented`, never with a made-up result.
+botocore's model of S3 lays the operations out (a bucket's configurations, `?cors`, `?lifecycle`,
+`?policy`, ..., are `bucket_config_ops`'). A sub-resource S3 has and kinesim does not (`?acl`,
+`?website`, an object's `?tagging`, ...) is answered `501 NotImplemented`, never with a made-up result.
 
 Credentials are not checked (as for every kinesim service): signed, presigned and anonymous
 requests are all served.
@@ -21,7 +22,7 @@ from urllib.parse import parse_qsl
 
 from ..protocol import auth
 from ..protocol.errors import AwsError
-from . import bucket_ops, multipart_ops, object_ops
+from . import bucket_config_ops, bucket_ops, multipart_ops, notification_ops, object_ops
 from .errors import S3Error, invalid_argument, invalid_request, method_not_allowed
 from .exchange import Request, Response, not_implemented
 from .xmldoc import CONTENT_TYPE, element, serialize
@@ -43,7 +44,7 @@ _REST_API_VERSION = re.compile(r"/\d{4}-\d{2}-\d{2}(/|$)")
 # S3 sub-resources that kinesim does not implement (answered 501).
 UNSUPPORTED = frozenset({
     "accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering", "inventory",
-    "legal-hold", "lifecycle", "logging", "metadataConfiguration", "metadataTable", "metrics", "notification",
+    "legal-hold", "lifecycle", "logging", "metadataConfiguration", "metadataTable", "metrics",
     "object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "renameObject", "replication",
     "requestPayment", "restore", "retention", "select", "session", "tagging", "torrent", "versions", "website",
     "abac",
@@ -95,23 +96,25 @@ def _route(method: str, bucket: str | None, key: str, query: dict[str, str], env
             raise invalid_request("Key is not expected for the GET method ?uploads subresource")
         if "versions" in query:
             raise invalid_request("There is no such thing as the ?versions sub-resource for a key")
+    configuration = None if key else bucket_config_ops.handler(method, query)
+    if configuration is not None:
+        return configuration
     unsupported = UNSUPPORTED.intersection(query)
     if unsupported:
         raise not_implemented(sorted(unsupported)[0])
+    if "notification" in query and not key and method in ("GET", "PUT"):
+        return notification_ops.get_bucket_notification_configuration if method == "GET" \
+            else notification_ops.put_bucket_notification_configuration
     if not key:
         if method == "GET":
             if "location" in query:
                 return bucket_ops.get_bucket_location
             if "uploads" in query:
                 return multipart_ops.list_multipart_uploads
-            if "versioning" in query:
-                return bucket_ops.get_bucket_versioning
             if query.get("list-type") == "2":
                 return bucket_ops.list_objects_v2
             return bucket_ops.list_objects
         if method == "PUT":
-            if "versioning" in query:
-                raise not_implemented("versioning")
             return bucket_ops.create_bucket
         if method == "HEAD":
             return bucket_ops.head_bucket
@@ -156,6 +159,9 @@ class S3App:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         request_id = uuid.uuid4().hex[:16].upper()
+        host_id = base64.b64encode(os.urandom(48)).decode()
+        # The same ids in an event notification of this request as in its response headers.
+        environ[notification_ops.REQUEST_ID], environ[notification_ops.HOST_ID] = request_id, host_id
         method = environ.get("REQUEST_METHOD", "GET")
         req = None
         try:
@@ -168,7 +174,7 @@ class S3App:
             response = self._error(S3Error("InternalError", "We encountered an internal error. Please try again.",
                                            500), environ, request_id)
         headers = response.headers + [("x-amz-request-id", request_id),
-                                      ("x-amz-id-2", base64.b64encode(os.urandom(48)).decode())]
+                                      ("x-amz-id-2", host_id)]
         if req is not None and not req.framed.finished and not self._drain(req):
             headers.append(("Connection", "close"))
         body = response.body

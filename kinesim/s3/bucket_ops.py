@@ -1,5 +1,6 @@
-"""Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation,
-GetBucketVersioning, and the object listings ListObjects (v1) and ListObjectsV2."""
+"""Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation, and
+the object listings ListObjects (v1) and ListObjectsV2 (a bucket's configurations, versioning
+included, are `bucket_config_ops`')."""
 from __future__ import annotations
 
 import base64
@@ -9,6 +10,7 @@ from urllib.parse import quote
 
 import botocore.session
 
+from . import bucket_config
 from .errors import S3Error, invalid_argument, invalid_bucket_name
 from .exchange import Request, Response, xml_response
 from .objects import ObjectMeta
@@ -80,11 +82,17 @@ def create_bucket(req: Request) -> Response:
         raise S3Error("IllegalLocationConstraintException", f"The {constraint or 'unspecified'} location constraint "
                       "is incompatible for the region specific endpoint this request was sent to.", 400)
     region = {"EU": "eu-west-1", None: "us-east-1"}.get(constraint, constraint)
+    ownership = req.header("x-amz-object-ownership")
+    if ownership is not None and ownership not in bucket_config.OBJECT_OWNERSHIPS:
+        # Recorded AWS answer: test_bucket_ownership_controls_exc "ownership-wrong-value-at-creation".
+        raise invalid_argument(f"Invalid x-amz-object-ownership header: {ownership}", "x-amz-object-ownership")
     if req.objects.bucket_exists(name) and region == "us-east-1" \
             and req.objects.bucket_info(name).region == "us-east-1":
         # S3 in us-east-1, for legacy compatibility: re-creating your own bucket succeeds.
         return Response(200, [("Location", "/" + name)])
     req.objects.create_bucket(name, region)
+    if ownership is not None:
+        bucket_config.put(req.objects, name, bucket_config.OWNERSHIP, {"Rules": [{"ObjectOwnership": ownership}]})
     return Response(200, [("Location", "/" + name)])
 
 
@@ -104,12 +112,6 @@ def get_bucket_location(req: Request) -> Response:
     if region != "us-east-1":  # S3 answers us-east-1 buckets with an empty constraint
         root.text = region
     return xml_response(root)
-
-
-def get_bucket_versioning(req: Request) -> Response:
-    # Versioning is never enabled here: S3's answer for a bucket that never had it is an empty document.
-    req.objects.bucket_info(req.bucket)
-    return xml_response(document("VersioningConfiguration"))
 
 
 # ---------------------------------------------------------------------------------------------

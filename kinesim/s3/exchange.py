@@ -50,8 +50,9 @@ class Request:
     def body(self) -> RequestBody:
         return RequestBody(self.environ, self.framed)
 
-    def xml_body(self, required: bool = True) -> ET.Element | None:
-        """The request's XML document (checked against Content-MD5 / a flexible checksum if sent)."""
+    def small_body(self) -> bytes:
+        """A configuration request's whole body, at most MAX_XML_BODY bytes (MalformedXML past
+        that, as S3 answers), checked against Content-MD5 / a flexible checksum if sent."""
         body = self.body()
         data = bytearray()
         while chunk := body.read():
@@ -59,6 +60,11 @@ class Request:
             if len(data) > MAX_XML_BODY:
                 raise malformed_xml()
         body.verify(hashlib.md5(data).digest())
+        return bytes(data)
+
+    def xml_body(self, required: bool = True) -> ET.Element | None:
+        """The request's XML document (checked against Content-MD5 / a flexible checksum if sent)."""
+        data = self.small_body()
         if not data.strip():
             if required:
                 raise malformed_xml()

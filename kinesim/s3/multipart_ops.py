@@ -8,8 +8,9 @@ from urllib.parse import quote
 
 from .errors import invalid_argument, invalid_request, malformed_xml
 from .exchange import Request, Response, xml_response
-from .object_ops import (copy_conditions, copy_source, receive_body, storage_class, stored_headers, user_metadata,
-                         write_conditions)
+from .notification_ops import origin
+from .object_ops import (copy_conditions, copy_source, encryption, encryption_of, receive_body, storage_class,
+                         stored_headers, user_metadata, write_conditions)
 from .payload import CHECKSUM_ALGORITHMS, checksum_header
 from .rules import DEFAULT_CONTENT_TYPE, check_key
 from .xmldoc import document, element, iso8601
@@ -27,12 +28,13 @@ def create_multipart_upload(req: Request) -> Response:
     checksum_type = req.header("x-amz-checksum-type")
     upload = req.objects.create_multipart_upload(
         req.bucket, req.key, req.header("Content-Type") or DEFAULT_CONTENT_TYPE, user_metadata(req),
-        stored_headers(req), storage_class(req), algorithm, checksum_type)
+        stored_headers(req) | encryption(req), storage_class(req), algorithm, checksum_type)
     root = document("InitiateMultipartUploadResult")
     element(root, "Bucket", req.bucket)
     element(root, "Key", req.key)
     element(root, "UploadId", upload.upload_id)
-    headers = [("x-amz-checksum-algorithm", algorithm)] if algorithm else []
+    headers = [(k, v) for k, v in upload.headers.items() if k.startswith("x-amz-server-side-encryption")]
+    headers += [("x-amz-checksum-algorithm", algorithm)] if algorithm else []
     if algorithm and checksum_type:
         headers.append(("x-amz-checksum-type", checksum_type))
     return xml_response(root, headers=headers)
@@ -107,13 +109,14 @@ def complete_multipart_upload(req: Request) -> Response:
         if number is None or etag is None or not number.strip().isdigit():
             raise malformed_xml()
         parts.append((int(number), etag))
-    meta = req.objects.complete_multipart_upload(req.bucket, req.key, upload_id, parts, if_match, if_none_match)
+    meta = req.objects.complete_multipart_upload(req.bucket, req.key, upload_id, parts, if_match, if_none_match,
+                                                 origin=origin(req, "ObjectCreated:CompleteMultipartUpload"))
     result = document("CompleteMultipartUploadResult")
     element(result, "Location", f"http://{req.host}/{req.bucket}/{quote(req.key)}")
     element(result, "Bucket", req.bucket)
     element(result, "Key", req.key)
     element(result, "ETag", meta.etag)
-    return xml_response(result)
+    return xml_response(result, headers=encryption_of(meta))
 
 
 def abort_multipart_upload(req: Request) -> Response:

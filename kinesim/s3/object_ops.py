@@ -8,8 +8,10 @@ from urllib.parse import unquote
 
 import botocore.session
 
+from . import bucket_config
 from .errors import S3Error, invalid_argument, invalid_request, malformed_xml, precondition_failed
 from .exchange import Request, Response, not_implemented, xml_response
+from .notification_ops import origin
 from .objects import ObjectMeta, StagedBody
 from .payload import checksum_header
 from .rules import DEFAULT_CONTENT_TYPE, check_key, etag_matches
@@ -95,6 +97,27 @@ def receive_body(req: Request) -> tuple[StagedBody, dict[str, str]]:
         raise
 
 
+def encryption(req: Request) -> dict[str, str]:
+    """The server-side encryption recorded with an object this request writes (the request's, else
+    the bucket's default), kept with its stored headers and answered as S3 answers it. The bytes on
+    disk are not encrypted."""
+    return bucket_config.encryption_headers(req.objects, req.bucket, req.header("x-amz-server-side-encryption"),
+                                            req.header("x-amz-server-side-encryption-aws-kms-key-id"))
+
+
+def encryption_of(meta: ObjectMeta) -> list[tuple[str, str]]:
+    """An object's encryption headers; AES256 for one written without any (by Firehose, by hand):
+    every S3 object is encrypted, SSE-S3 by default."""
+    found = [(name, value) for name, value in meta.headers.items() if name.startswith("x-amz-server-side-encryption")]
+    return found or [("x-amz-server-side-encryption", "AES256")]
+
+
+def expiration(req: Request, meta: ObjectMeta) -> list[tuple[str, str]]:
+    """`x-amz-expiration` when a lifecycle rule of the bucket will expire the object."""
+    value = bucket_config.expiration_header(req.objects, req.bucket, meta.key, meta.size, meta.last_modified)
+    return [("x-amz-expiration", value)] if value else []
+
+
 def checksum_headers(checksums: dict[str, str]) -> list[tuple[str, str]]:
     headers = [(checksum_header(algorithm), value) for algorithm, value in checksums.items()]
     return headers + [("x-amz-checksum-type", "FULL_OBJECT")] if headers else []
@@ -109,19 +132,21 @@ def put_object(req: Request) -> Response:
     check_key(req.key)
     if_match, if_none_match = write_conditions(req)
     content_type = req.header("Content-Type") or DEFAULT_CONTENT_TYPE
-    metadata, headers, klass = user_metadata(req), stored_headers(req), storage_class(req)
+    metadata, headers, klass = user_metadata(req), stored_headers(req) | encryption(req), storage_class(req)
     staged, checksums = receive_body(req)
     try:
         meta = req.objects.commit(req.bucket, req.key, staged, content_type=content_type, metadata=metadata,
                                   headers=headers, checksums=checksums, storage_class=klass, if_match=if_match,
-                                  if_none_match=if_none_match)
+                                  if_none_match=if_none_match, origin=origin(req, "ObjectCreated:Put"))
     finally:
         staged.discard()
-    return Response(200, [("ETag", meta.etag)] + checksum_headers(meta.checksums))
+    return Response(200, [("ETag", meta.etag)] + checksum_headers(meta.checksums) + encryption_of(meta)
+                    + expiration(req, meta))
 
 
 def delete_object(req: Request) -> Response:
-    req.objects.delete_object(req.bucket, req.key)  # succeeds whether or not the key existed
+    # Succeeds whether or not the key existed; notifies only when an object was removed.
+    req.objects.delete_object(req.bucket, req.key, origin(req, "ObjectRemoved:Delete"))
     return Response(204)
 
 
@@ -138,9 +163,10 @@ def delete_objects(req: Request) -> Response:
     if any(key is None for key in keys):
         raise malformed_xml()
     result = document("DeleteResult")
+    removal = origin(req, "ObjectRemoved:Delete")
     for key in keys:
         try:
-            req.objects.delete_object(req.bucket, key)
+            req.objects.delete_object(req.bucket, key, removal, notify_missing=True)
         except S3Error as err:
             node = element(result, "Error")
             element(node, "Key", key)
@@ -198,6 +224,9 @@ def object_headers(req: Request, meta: ObjectMeta) -> list[tuple[str, str]]:
             stored[name] = req.query[param]
     headers = [("ETag", meta.etag), ("Last-Modified", http_date(meta.last_modified)), ("Accept-Ranges", "bytes")]
     headers += list(stored.items())
+    if "x-amz-server-side-encryption" not in meta.headers:
+        headers += encryption_of(meta)
+    headers += expiration(req, meta)
     headers += [("x-amz-meta-" + name, value) for name, value in meta.metadata.items()]
     if meta.storage_class != "STANDARD":
         headers.append(("x-amz-storage-class", meta.storage_class))
@@ -339,12 +368,15 @@ def copy_object(req: Request) -> Response:
             metadata, headers = user_metadata(req), stored_headers(req)
         else:
             content_type, metadata, headers = source.content_type, source.metadata, source.headers
+        headers = {k: v for k, v in headers.items() if not k.startswith("x-amz-server-side-encryption")} \
+            | encryption(req)  # the destination's encryption, not the source's
         staged = req.objects.stage(f)
     try:
         # The bytes are the source's, so is a full-object checksum of them.
         meta = req.objects.commit(req.bucket, req.key, staged, content_type=content_type, metadata=metadata,
                                   headers=headers, checksums=source.checksums, storage_class=klass,
-                                  if_match=if_match, if_none_match=if_none_match)
+                                  if_match=if_match, if_none_match=if_none_match,
+                                  origin=origin(req, "ObjectCreated:Copy"))
     finally:
         staged.discard()
     root = document("CopyObjectResult")
@@ -353,5 +385,5 @@ def copy_object(req: Request) -> Response:
     for algorithm, value in meta.checksums.items():
         element(root, "ChecksumType", meta.checksum_type)
         element(root, "Checksum" + algorithm, value)
-    return xml_response(root)
+    return xml_response(root, headers=encryption_of(meta))
 

@@ -49,13 +49,17 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from . import bucket_files
 from .errors import S3Error, invalid_argument, invalid_bucket_name, no_such_bucket, no_such_key, precondition_failed
 from .rules import DEFAULT_CONTENT_TYPE, check_key, etag_matches, is_marker, quoted_md5
 from .rules import MIN_PART_SIZE, multipart_etag, valid_bucket_name  # noqa: F401 (offered here too)
 from .uploads import MultipartUploads
+
+if TYPE_CHECKING:
+    from .notification_events import WriteOrigin
+    from .notifications import BucketNotifications
 
 CHUNK = 1 << 20
 # What a bucket lookup accepts (older buckets may have capitals and underscores); never "." or "..".
@@ -143,6 +147,9 @@ class ObjectStore(MultipartUploads):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._tmp = os.path.join(self.root, ".tmp")
         self._lock = _lock_for(self.root)
+        # S3 event notifications, attached by the server: told of each write and delete inside it,
+        # so that what they record is recorded before the write is answered.
+        self.notifications: BucketNotifications | None = None
         self._remove_stale_temporaries()
 
     def _remove_stale_temporaries(self) -> None:
@@ -210,6 +217,22 @@ class ObjectStore(MultipartUploads):
         created = record.get("created") or os.stat(path).st_mtime
         return BucketInfo(name, created, record.get("region") or self.default_region)
 
+    def bucket_configuration(self, name: str) -> dict | None:
+        """The bucket's configuration documents by kind (`bucket_config`), kept in its record and so
+        deleted with it; None for a bucket whose configuration was never changed. NoSuchBucket."""
+        self._require_bucket(name)
+        return (self._read_json(self._bucket_record(name)) or {}).get("configuration")
+
+    def update_bucket_configuration(self, name: str, change) -> dict:
+        """Replace the bucket's configuration by `change(current)` (None: never changed), atomically."""
+        with self._lock:
+            path = self._require_bucket(name)
+            record = self._read_json(self._bucket_record(name)) or {"created": os.stat(path).st_mtime,
+                                                                    "region": self.default_region}
+            record["configuration"] = change(record.get("configuration"))
+            self._write_json(self._bucket_record(name), record)
+            return record["configuration"]
+
     def list_buckets(self) -> list[BucketInfo]:
         names = sorted(e.name for e in os.scandir(self.root)
                        if not e.name.startswith(".") and self._bucket_dir(e.name) is not None and _is_dir(e))
@@ -239,6 +262,8 @@ class ObjectStore(MultipartUploads):
                 os.unlink(self._bucket_record(name))
             except FileNotFoundError:
                 pass
+            if self.notifications is not None:
+                self.notifications.bucket_deleted(name)
 
     def _bucket_record(self, name: str) -> str:
         return os.path.join(self.root, ".buckets", name + ".json")
@@ -303,13 +328,14 @@ class ObjectStore(MultipartUploads):
         return StagedBody(path, size, md5.digest())
 
     def put_object(self, bucket: str, key: str, data: bytes | BinaryIO, content_type: str = DEFAULT_CONTENT_TYPE,
-                   metadata: dict[str, str] | None = None) -> str:
-        """Store an object; returns its ETag (the quoted MD5 hex of its bytes)."""
+                   metadata: dict[str, str] | None = None, origin: WriteOrigin | None = None) -> str:
+        """Store an object; returns its ETag (the quoted MD5 hex of its bytes). `origin`: what its
+        event notification says (default: an s3:ObjectCreated:Put from inside kinesim)."""
         self._require_bucket(bucket)
         check_key(key)
         staged = self.stage(data)
         try:
-            return self.commit(bucket, key, staged, content_type=content_type, metadata=metadata).etag
+            return self.commit(bucket, key, staged, content_type=content_type, metadata=metadata, origin=origin).etag
         finally:
             staged.discard()
 
@@ -317,10 +343,11 @@ class ObjectStore(MultipartUploads):
                metadata: dict[str, str] | None = None, headers: dict[str, str] | None = None,
                checksums: dict[str, str] | None = None, etag: str | None = None,
                part_sizes: list[int] | None = None, storage_class: str = "STANDARD", if_match: str | None = None,
-               if_none_match: bool = False) -> ObjectMeta:
+               if_none_match: bool = False, origin: WriteOrigin | None = None) -> ObjectMeta:
         """Make a staged body the object `key` (atomically). `if_none_match`: only if there is no such
         object (PutObject's `If-None-Match: *`); `if_match`: only if its ETag is this one.
-        `part_sizes`: the parts' sizes of an object a multipart upload made."""
+        `part_sizes`: the parts' sizes of an object a multipart upload made. `origin`: the event
+        (ObjectCreated:Put when None) and request its notifications name."""
         meta = ObjectMeta(key=key, size=staged.size, etag=etag or staged.etag, last_modified=time.time(),
                           content_type=content_type or DEFAULT_CONTENT_TYPE, metadata=dict(metadata or {}),
                           headers=dict(headers or {}), checksums=dict(checksums or {}),
@@ -354,6 +381,8 @@ class ObjectStore(MultipartUploads):
             finally:
                 os.close(parent)
             self._write_json(self._sidecar(bucket, key), asdict(meta))
+            if self.notifications is not None:
+                self.notifications.object_created(bucket, key, meta.size, meta.etag, origin)
         return meta
 
     def _check_conflicts(self, bdir: str, key: str, segments: list[str], parents: list[str]) -> None:
@@ -472,24 +501,33 @@ class ObjectStore(MultipartUploads):
     # ------------------------------------------------------------------------------------------
     # deleting
 
-    def delete_object(self, bucket: str, key: str) -> None:
+    def delete_object(self, bucket: str, key: str, origin: WriteOrigin | None = None,
+                      notify_missing: bool = False) -> None:
         """Remove an object if it exists (S3's DeleteObject succeeds either way). Directories left
-        empty are removed, up to the bucket's own."""
+        empty are removed, up to the bucket's own. An s3:ObjectRemoved:Delete notification is
+        recorded when an object was removed, or always with `notify_missing` (DeleteObjects: S3
+        notifies for keys that were not there too, as LocalStack's provider records)."""
         with self._lock:
             bdir = self._require_bucket(bucket)
-            segments = check_key(key)
-            if is_marker(key):
-                if not os.path.exists(self._sidecar(bucket, key)):
-                    return
-                self._unlink(self._marker_data(bucket, key))
-                self._unlink(self._sidecar(bucket, key))
-                self._prune(bucket, bdir, os.path.join(bdir, *segments))
-                return
-            if bucket_files.stat_file(bdir, segments) is None:
-                return  # no such object (a link of that name is not one, and stays)
-            bucket_files.remove_file(bdir, segments)
+            removed = self._remove(bucket, bdir, key)
+            if self.notifications is not None and (removed or notify_missing):
+                self.notifications.object_removed(bucket, key, origin)
+
+    def _remove(self, bucket: str, bdir: str, key: str) -> bool:
+        segments = check_key(key)
+        if is_marker(key):
+            if not os.path.exists(self._sidecar(bucket, key)):
+                return False
+            self._unlink(self._marker_data(bucket, key))
             self._unlink(self._sidecar(bucket, key))
-            self._prune(bucket, bdir, os.path.join(bdir, *segments[:-1]))
+            self._prune(bucket, bdir, os.path.join(bdir, *segments))
+            return True
+        if bucket_files.stat_file(bdir, segments) is None:
+            return False  # no such object (a link of that name is not one, and stays)
+        bucket_files.remove_file(bdir, segments)
+        self._unlink(self._sidecar(bucket, key))
+        self._prune(bucket, bdir, os.path.join(bdir, *segments[:-1]))
+        return True
 
     @staticmethod
     def _unlink(path: str) -> None:

@@ -13,7 +13,7 @@ import secrets
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .errors import S3Error, invalid_part_number, malformed_xml, no_such_upload
 from .rules import DEFAULT_CONTENT_TYPE, MAX_PARTS, MIN_PART_SIZE, check_key, multipart_etag
@@ -115,9 +115,11 @@ class MultipartUploads:
             shutil.rmtree(self._upload_dir(upload_id), ignore_errors=True)
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, parts: list[tuple[int, str]],
-                                  if_match: str | None = None, if_none_match: bool = False) -> ObjectMeta:
+                                  if_match: str | None = None, if_none_match: bool = False,
+                                  origin: Any = None) -> ObjectMeta:
         """Join the listed parts (number, ETag) into the object, as S3 checks them: ascending
-        numbers, each uploaded with that ETag, every part but the last at least 5 MiB."""
+        numbers, each uploaded with that ETag, every part but the last at least 5 MiB. `origin`:
+        what the object's event notification says (`commit`'s)."""
         upload = self.get_upload(bucket, key, upload_id)
         if not parts:
             raise malformed_xml()
@@ -150,7 +152,7 @@ class MultipartUploads:
                                    headers=upload.headers, storage_class=upload.storage_class,
                                    etag=multipart_etag((stored[n].etag for n, _ in parts), len(parts)),
                                    part_sizes=[stored[n].size for n, _ in parts], if_match=if_match,
-                                   if_none_match=if_none_match)
+                                   if_none_match=if_none_match, origin=origin)
                 shutil.rmtree(directory, ignore_errors=True)
         finally:
             staged.discard()

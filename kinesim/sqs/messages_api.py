@@ -137,7 +137,7 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         with service.long_polls.waiting(wait > 0) as waiting:
             deadline = now() + (wait if waiting else 0)
             while True:
-                taken = _receive(service, queue, limit, visibility)
+                taken = receive_messages(service, queue, limit, visibility)
                 current = now()
                 if taken or current >= deadline or queue.deleted or service.closing:
                     break
@@ -158,7 +158,7 @@ def drop_expired(service: SqsService, queue: Queue, current: float) -> None:
         queue.remove(m.id for m in expired)
 
 
-def _receive(service: SqsService, queue: Queue, limit: int, visibility: int) -> list[Message]:
+def receive_messages(service: SqsService, queue: Queue, limit: int, visibility: int) -> list[Message]:
     """Hand out up to `limit` messages: retention applied first, messages received
     maxReceiveCount times moved to the dead-letter queue instead."""
     current = now()
@@ -209,7 +209,7 @@ def _system_names(params: dict[str, Any]) -> list[str]:
     return [n for n in names if n in _SYSTEM_NAMES]  # queue attribute names (the old enum) give nothing
 
 
-def _system_attributes(m: Message, names: list[str]) -> dict[str, str]:
+def system_attributes(m: Message, names: list[str]) -> dict[str, str]:
     values = {"SenderId": m.sender, "SentTimestamp": str(int(m.sent * 1000)),
               "ApproximateReceiveCount": str(m.receive_count),
               "ApproximateFirstReceiveTimestamp": str(int((m.first_receive or m.sent) * 1000)),
@@ -229,7 +229,7 @@ def _selected_attributes(attributes: dict[str, dict[str, Any]], names: list[str]
 
 def _wire_message(m: Message, queue: Queue, system_names: list[str], user_filter: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"MessageId": m.id, "ReceiptHandle": m.receipt, "MD5OfBody": m.md5_body, "Body": m.body}
-    system = _system_attributes(m, system_names)
+    system = system_attributes(m, system_names)
     if system:
         out["Attributes"] = system
     user = _selected_attributes(m.attributes, user_filter)
@@ -261,6 +261,9 @@ def delete_one(service: SqsService, queue: Queue, handle: str) -> None:
         raise invalid_value("ReceiptHandle", handle, "The receipt handle has expired.")
     service.persist.delete_messages(queue, [message_id])
     queue.remove([message_id])
+    if queue.fifo:  # the message's group may be receivable now: wake long polls waiting on it
+        assert queue.cond is not None
+        queue.cond.notify_all()
 
 
 def change_visibility_one(service: SqsService, queue: Queue, handle: str, timeout: Any) -> None:

@@ -27,6 +27,7 @@ from kinesim.protocol.validation import ModelValidator
 from kinesim.long_polls import LongPolls
 from kinesim.store import Store
 
+from .consumer import QueueConsumers
 from .errors import SqsError, invalid_parameter, missing_parameter, queue_does_not_exist, unknown_attribute
 from .messages_api import send_one
 from .operations import OPERATIONS
@@ -82,6 +83,8 @@ class SqsService(JsonService):
         self.move_tasks: list[dict[str, Any]] = []  # newest first (move_tasks_api)
         with self.lock:
             self.queues: dict[str, Queue] = self.persist.load(self.new_condition)
+        # In-process readers of queues (Lambda event source mappings), handed out by the edge.
+        self.consumers = QueueConsumers(self)
 
     @property
     def account(self) -> str:

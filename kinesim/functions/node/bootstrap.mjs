@@ -15,11 +15,14 @@
 // and while one runs nothing of ours keeps the event loop alive, so 'beforeExit' tells when the
 // handler's work is done (callbackWaitsForEmptyEventLoop).
 import fs from 'node:fs';
+import module from 'node:module';
+import path from 'node:path';
 import util from 'node:util';
 
 import { LineSink, openChannel } from './channel.mjs';
 import { intoError, runtimeError, toResponse } from './errors.mjs';
 import { STREAMING, loadHandler } from './loader.mjs';
+import { syncHooks } from './node_path_hooks.mjs';
 
 const { receive, send } = openChannel(Number(process.argv[2]));
 const OUTPUT = Number(process.argv[3]);
@@ -145,7 +148,14 @@ function logError(label, err) {
   console.error(label, text);
 }
 
+// Peak resident memory of this process, Lambda's "Max Memory Used". Not getrusage's maxRSS:
+// Linux carries it over from the process that forked this one (the server) across exec, where
+// VmHWM is this program's own.
 function rssKb() {
+  try {
+    const match = fs.readFileSync('/proc/self/status', 'latin1').match(/^VmHWM:\s+(\d+)/m);
+    if (match) return Number(match[1]);
+  } catch { /* not Linux */ }
   return process.resourceUsage().maxRSS;
 }
 
@@ -355,6 +365,13 @@ const initFailed = (code) => (err) => {
   process.exit(code);
 };
 onUncaught = { exception: initFailed(129), rejection: initFailed(128) };
+// ES module imports search NODE_PATH too (layers, the runtime's AWS SDK), as in AWS's runtime
+const nodePath = (process.env.NODE_PATH || '').split(path.delimiter).filter(Boolean);
+if (nodePath.length && module.registerHooks) {
+  module.registerHooks(syncHooks(nodePath));
+} else if (nodePath.length && module.register) {
+  module.register('./node_path_hooks.mjs', import.meta.url, { data: { directories: nodePath } });
+}
 try {
   handler = await loadHandler(process.env.LAMBDA_TASK_ROOT || process.cwd(), process.env._HANDLER || '');
   handlerIsAsync = handler.constructor?.name === 'AsyncFunction';
