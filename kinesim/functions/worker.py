@@ -416,9 +416,18 @@ def to_json(obj: Any) -> bytes:
     return _encoder().encode(obj).encode("utf-8")
 
 
+def _loads() -> Callable[[bytes], Any]:
+    """simplejson's decoder when its C scanner loaded, else the standard library's: the SDK
+    directory's simplejson is compiled for the server's Python, so on another interpreter it runs
+    as pure Python and decodes a 100-record Kinesis event about ten times slower (mapping
+    throughput halved), while both give the same objects for any JSON document."""
+    simplejson = _json_lib()
+    return simplejson.loads if simplejson.scanner.c_make_scanner is not None else json.loads
+
+
 def unmarshal(body: bytes) -> Any:
     try:
-        return _json_lib().loads(body)
+        return _loads()(body)
     except Exception as e:
         raise Fault("Runtime.UnmarshalError", f"Unable to unmarshal input: {e}") from None
 
