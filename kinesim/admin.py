@@ -39,7 +39,8 @@ def admin_app(edge: "Edge") -> Flask:
     @app.get("/_kinesim/health")
     def health():
         doc = dict(status="running",
-                   services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns")},
+                   services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns",
+                                                          "ecr", "cloudformation", "sts", "ssm")},
                    region=edge.settings.region, account_id=edge.settings.account_id,
                    runtimes=runnable_runtimes())  # every Lambda Runtime value this server runs now
         if is_loopback(request.remote_addr):
@@ -50,8 +51,8 @@ def admin_app(edge: "Edge") -> Flask:
                        s3_root=edge.objects.root)
         return jsonify(doc)
 
-    # Deployed stacks' state (`kinesim deploy`): what each template created, kept with the data
-    # so that a redeploy against this server updates in place and `--delete` knows what to remove.
+    # A stack's state as the CloudFormation engine keeps it (what each resource is, the operation
+    # under way): for tests and for looking inside; PUT stands in for what a killed server left.
     @app.get("/_kinesim/stacks/<name>")
     def get_stack(name: str):
         stack = edge.store.document("stack", name)
@@ -68,10 +69,16 @@ def admin_app(edge: "Edge") -> Flask:
             return jsonify(message="A stack is a JSON object (nested less than 1000 levels deep)"), 400
         return jsonify(body)
 
-    @app.delete("/_kinesim/stacks/<name>")
-    def delete_stack(name: str):
-        edge.store.delete_document("stack", name)
-        return "", 204
+    # The lines of a stack's last operation (one per resource, as `kinesim deploy` prints them),
+    # from line `since` on, and whether it is done: `kinesim deploy` follows its deploy here.
+    @app.get("/_kinesim/stacks/<name>/log")
+    def stack_log(name: str):
+        try:
+            since = max(0, int(request.args.get("since", "0")))
+        except ValueError:
+            return jsonify(message="since is a line number"), 400
+        found = edge.cloudformation.service.runner.view(name, since) if edge.cloudformation.made else None
+        return (jsonify(found), 200) if found is not None else (jsonify(message=f"Stack {name} has no operation"), 404)
 
     # A function's log events (`kinesim logs`): ?since=<epoch ms>, oldest first.
     @app.get("/_kinesim/logs/<function>")

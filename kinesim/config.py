@@ -78,3 +78,12 @@ class Settings:
     @classmethod
     def from_json(cls, text: str) -> "Settings":
         return cls(**json.loads(text))
+
+
+def partition_of(region: str) -> str:
+    """The AWS partition a region belongs to, as ARNs name it."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"

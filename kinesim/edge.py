@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import uuid
+from collections import ChainMap
 from typing import Any, Callable, Iterable
 
 import orjson
@@ -27,8 +28,11 @@ import orjson
 from firehose.service import FirehoseService
 
 from .admin import admin_app, is_loopback
+from .cloudformation.lazy import LazyCloudFormation
 from .config import Settings, SettingsError
 from .destinations import Destinations
+from .ecr.service import EcrService
+from .functions.runtimes import runnable as runnable_runtimes
 from .functions.service import LambdaService
 from .guard import Refusal, RequestGuard
 from .kinesis import channel_delivery
@@ -45,10 +49,14 @@ from .s3.api import S3App, is_s3_request
 from .s3.lifecycle_sweep import LifecycleSweeper
 from .s3.notifications import BucketNotifications
 from .s3.objects import ObjectStore
-from .sns.api import SnsApp
+from .protocol.query_app import is_query_request
+from .sns.api import sns_app
 from .sns.service import SnsService
 from .sqs.service import SqsService
+from .ssm.service import SsmService
 from .store import Store
+from .sts.api import sts_app
+from .sts.service import StsService
 
 log = logging.getLogger("kinesim.edge")
 
@@ -121,9 +129,18 @@ class Edge:
         # CloudWatch Logs over the same files the Lambda runtime writes functions' logs to.
         self.logs = LogsService(settings, self.store, self.functions.logs)
         self.services[self.logs.target_prefix] = self.logs
-        self.json_signing_names = frozenset(("kinesis", "firehose", "logs", "sqs"))
+        # Amazon ECR: repositories only (no registry), for the templates that declare them.
+        self.ecr = EcrService(settings, self.store)
+        self.services[self.ecr.target_prefix] = self.ecr
+        # Systems Manager Parameter Store (where the CDK keeps its bootstrap version).
+        self.ssm = SsmService(settings, self.store)
+        self.services[self.ssm.target_prefix] = self.ssm
+        self.json_signing_names = frozenset(("kinesis", "firehose", "logs", "sqs", "ecr", "ssm"))
         self.sns = SnsService(settings, self.store, self.destinations.send, self.functions.endpoint_url)
-        self.sns_api = SnsApp(self.sns)
+        # The query-protocol services, by the name requests to them are signed for.
+        self.query_apps: dict[str, Any] = {"sns": sns_app(self.sns)}
+        self.sts = StsService(settings, self.store)
+        self.query_apps["sts"] = sts_app(self.sts)
         self._register_senders()
         # Asynchronous invocations accepted before a restart resume, now that their destinations can be reached.
         self.functions.async_invoker.start()
@@ -139,11 +156,40 @@ class Edge:
         self.flask = admin_app(self)
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
         self.verifier = sigv4.Verifier(_secrets(settings)) if settings.verify_signatures else None
+        if self.verifier is not None:
+            # The temporary credentials STS issues are accepted too, until they expire. The configured
+            # ones are the ChainMap's last map, whose keys it lists first (`_own_credentials` takes one).
+            self.verifier.secrets = ChainMap(self.sts.credentials, self.verifier.secrets)
         self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
         self.sweeper.start()
         # S3 lifecycle rules: expired objects deleted, stale multipart uploads aborted.
         self.lifecycle_sweeper = LifecycleSweeper(self.objects)
         self.lifecycle_sweeper.start()
+        # CloudFormation last: its engine calls the other services through this server, and
+        # carries on the stack operations a restart interrupted once the server answers.
+        self.cloudformation = LazyCloudFormation(self.store, self._cloudformation)
+        self.query_apps["cloudformation"] = self.cloudformation
+
+    def _cloudformation(self) -> tuple[Any, Any]:
+        from .cloudformation.api import cloudformation_app
+        from .cloudformation.service import CloudFormationService
+        service = CloudFormationService(self.settings, self.store, self._read_object,
+                                        lambda: self.functions.endpoint_url, self._own_credentials(), runnable_runtimes)
+        return service, cloudformation_app(service)
+
+    def _read_object(self, bucket: str, key: str) -> bytes:
+        """An object's bytes (CloudFormation's TemplateURL): S3's errors as AwsError."""
+        handle, _ = self.objects.open_object(bucket, key)
+        with handle:
+            return handle.read()
+
+    def _own_credentials(self) -> dict[str, str]:
+        """The credentials this server's own clients sign with (CloudFormation's engine): one it
+        accepts under --verify-signatures, else any."""
+        if self.verifier is not None:
+            key_id, secret = next(iter(self.verifier.secrets.items()))
+            return {"aws_access_key_id": key_id, "aws_secret_access_key": secret}
+        return {"aws_access_key_id": "kinesim", "aws_secret_access_key": "kinesim"}
 
     def _register_senders(self) -> None:
         """The in-process deliveries by ARN that SNS subscriptions and OnFailure destinations use:
@@ -199,7 +245,7 @@ class Edge:
             return self.json_protocol(environ, start_response)
         # SNS's query protocol is a form POST from every SDK, so it cannot be told from a web page's
         # by its type: the guard's Origin check above is what keeps pages of other sites out.
-        if app is not self.flask and app is not self.sns_api and environ.get("REQUEST_METHOD") == "POST" \
+        if app is not self.flask and not self._is_query_app(app) and environ.get("REQUEST_METHOD") == "POST" \
                 and _CORS_SIMPLE_TYPES.match(environ.get("CONTENT_TYPE", "")):
             # The body types a web page may send anywhere without asking first. No AWS SDK sends
             # them to Lambda or to S3's POST operations (their bodies are JSON or XML, or a blob
@@ -216,8 +262,12 @@ class Edge:
         if self.lambda_rest.accepts(environ):
             return self.lambda_rest
         signed_for = _signed_for(environ)
-        if self.sns_api.accepts(environ, signed_for):  # the query protocol: no X-Amz-Target, a form body
-            return self.sns_api
+        if signed_for in self.query_apps:
+            return self.query_apps[signed_for]
+        if signed_for is None and is_query_request(environ):
+            # Unsigned, it is refused by the service for want of a signature, except SNS's
+            # Unsubscribe link (a GET): SNS's shape is the one to answer in.
+            return self.query_apps["sns"]
         if is_s3_request(environ):
             return self.s3
         if environ.get("PATH_INFO", "").startswith("/_kinesim/"):
@@ -225,6 +275,9 @@ class Edge:
         if environ.get("REQUEST_METHOD") == "POST" or signed_for in self.json_signing_names:
             return None
         return self.flask
+
+    def _is_query_app(self, app: Any) -> bool:
+        return any(app is query_app for query_app in self.query_apps.values())
 
     def _verify(self, environ: dict[str, Any], app: Any) -> AwsError | None:
         """--verify-signatures: AWS's answer to a request not signed with a configured secret.
@@ -245,7 +298,7 @@ class Edge:
         log.warning("refused %s %s: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), err.message)
         if app is self.s3 and err.code in ("AccessDeniedException", "UnsupportedMediaTypeException"):
             err = AwsError("AccessDenied", err.message, 403)  # S3's one code for a refused request
-        if app is self.lambda_rest or app is self.s3 or app is self.sns_api:
+        if app is self.lambda_rest or app is self.s3 or self._is_query_app(app):
             status_line, headers, body = app.error_answer(err, environ)
         else:
             status_line, headers, body = self._error(err, environ)

@@ -42,6 +42,15 @@ def server(tmp_path_factory):
     proc.stop()
 
 
+@pytest.fixture(scope="module")
+def tool_server(tmp_path_factory):
+    """A server of the module's own, for the deploy tools' tests: they leave stacks behind (SAM's
+    managed stack, CDKToolkit) as they do on AWS."""
+    proc = start_server(tmp_path_factory)
+    yield proc
+    proc.stop()
+
+
 @pytest.fixture(scope="session")
 def kinesis(server):
     return client_for(server.url)

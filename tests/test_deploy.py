@@ -325,9 +325,10 @@ def test_replacement_conditions_and_removed_resources(server, kinesis, lam, proj
     variables = lam.get_function_configuration(FunctionName=function_name)["Environment"]["Variables"]
     assert variables == {"OUTPUT_STREAM": f"{stack}-out", "ARCHIVE_STREAM": archive}
 
-    # ... and deleted when it leaves the stack; AWS::NoValue removes the variable again.
+    # ... and deleted when it leaves the stack; AWS::NoValue removes the variable again. (A parameter
+    # not overridden keeps its previous value, as with `aws cloudformation deploy`: it is set back.)
     code, actions, out, err = deploy(capsys, server.url, template, "--stack-name", stack,
-                                     "--parameter-overrides", "StartingPosition=LATEST")
+                                     "--parameter-overrides", "StartingPosition=LATEST", "WithArchive=false")
     assert code == 0, err
     assert actions["ArchiveStream"] == "deleted" and actions["EnrichFunction"] == "updated"
     assert not stream_exists(kinesis, archive)

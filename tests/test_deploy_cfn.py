@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import client_for
+from conftest import client_for, start_server
 from test_deploy import deploy, function_exists, s3_client, stack_state, stream_exists
 
 
@@ -258,36 +258,45 @@ def test_failed_update_returns_every_resource_to_the_previous_template(server, k
     assert not stream_exists(kinesis, f"{stack}-new-name") and not function_exists(lam, f"{stack}-fn")
 
 
-def test_a_killed_deploy_is_settled_by_the_next_one(server, kinesis, lam, tmp_path, stack, capsys):
-    """The state a deploy killed mid-update leaves (written before each call): one resource being
-    created, one being updated. The next deploy deletes the first and sends the second again."""
-    path = tmp_path / "template.yaml"
-    before, _ = update_templates(stack)
-    path.write_text(before)
-    assert deploy(capsys, server.url, str(path), "--stack-name", stack, "--no-lint")[0] == 0
-    state = stack_state(server.url, stack)
-    # What the killed deploy did: it created a stream and split Shards to 2 shards.
-    kinesis.create_stream(StreamName=f"{stack}-half", ShardCount=1)
-    kinesis.update_shard_count(StreamName=f"{stack}-shards", TargetShardCount=2, ScalingType="UNIFORM_SCALING")
-    shards = state["Resources"]["Shards"]
-    state["Resources"]["Shards"] = {**shards, "Status": "UPDATE_IN_PROGRESS",
-                                    "Target": {**shards["Properties"], "ShardCount": 2}}
-    state["Resources"]["Half"] = {"Type": "AWS::Kinesis::Stream", "PhysicalResourceId": f"{stack}-half",
-                                  "Properties": {**shards["Properties"], "Name": f"{stack}-half"}, "Attributes": {},
-                                  "DependsOn": [], "Status": "CREATE_IN_PROGRESS"}
-    state["StackStatus"] = "UPDATE_IN_PROGRESS"
-    put_state(server.url, stack, state)
-
-    # The user deploys the template the stack had: everything is as it says again.
-    code, _, out, err = deploy(capsys, server.url, str(path), "--stack-name", stack, "--no-lint")
-    assert code == 0, err
-    assert ("deleted", "Half") in lines_of(out) and ("updated", "Shards") in lines_of(out)
-    assert not stream_exists(kinesis, f"{stack}-half")
-    assert shard_count(kinesis, f"{stack}-shards") == 1
-    after = stack_state(server.url, stack)
-    assert after["StackStatus"] == "UPDATE_COMPLETE" and set(after["Resources"]) == set(state["Resources"]) - {"Half"}
-    assert all("Status" not in record for record in after["Resources"].values())
-    assert deploy(capsys, server.url, str(path), "--stack-name", stack, "--delete")[0] == 0
+def test_a_deploy_killed_with_the_server_is_carried_on_when_it_starts_again(tmp_path_factory, tmp_path, stack,
+                                                                           capsys):
+    """The state a server killed mid-update leaves (written before each call): one resource being
+    created, one being updated, the operation under way. Started again, the server carries the
+    operation on: it deletes the first and sends the second again, and the update completes."""
+    server = start_server(tmp_path_factory)
+    try:
+        kinesis = client_for(server.url)
+        path = tmp_path / "template.yaml"
+        before, _ = update_templates(stack)
+        path.write_text(before)
+        assert deploy(capsys, server.url, str(path), "--stack-name", stack, "--no-lint")[0] == 0
+        state = stack_state(server.url, stack)
+        # What the killed operation did: it created a stream and split Shards to 2 shards.
+        kinesis.create_stream(StreamName=f"{stack}-half", ShardCount=1)
+        kinesis.update_shard_count(StreamName=f"{stack}-shards", TargetShardCount=2, ScalingType="UNIFORM_SCALING")
+        shards = state["Resources"]["Shards"]
+        state["Resources"]["Shards"] = {**shards, "Status": "UPDATE_IN_PROGRESS",
+                                        "Target": {**shards["Properties"], "ShardCount": 2}}
+        state["Resources"]["Half"] = {"Type": "AWS::Kinesis::Stream", "PhysicalResourceId": f"{stack}-half",
+                                      "Properties": {**shards["Properties"], "Name": f"{stack}-half"},
+                                      "Attributes": {}, "DependsOn": [], "Status": "CREATE_IN_PROGRESS"}
+        state.update(StackStatus="UPDATE_IN_PROGRESS", Operation={"Kind": "deploy"})
+        put_state(server.url, stack, state)
+        server.kill()
+        server.start()
+        cfn = client_for(server.url, "cloudformation")
+        cfn.get_waiter("stack_update_complete").wait(StackName=stack, WaiterConfig={"Delay": 0.2, "MaxAttempts": 600})
+        assert not stream_exists(kinesis, f"{stack}-half")
+        assert shard_count(kinesis, f"{stack}-shards") == 1
+        after = stack_state(server.url, stack)
+        assert after["StackStatus"] == "UPDATE_COMPLETE" and set(after["Resources"]) == set(state["Resources"]) - {"Half"}
+        assert all("Status" not in record for record in after["Resources"].values()) and "Operation" not in after
+        events = [(e["LogicalResourceId"], e["ResourceStatus"]) for e in cfn.describe_stack_events(StackName=stack)[
+            "StackEvents"]]
+        assert ("Half", "DELETE_COMPLETE") in events and events[0] == (stack, "UPDATE_COMPLETE")
+        assert deploy(capsys, server.url, str(path), "--stack-name", stack, "--delete")[0] == 0
+    finally:
+        server.stop()
 
 
 # AWS::Include

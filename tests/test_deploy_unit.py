@@ -17,9 +17,9 @@ from kinesim.deploy.firehose_resources import FirehoseDeliveryStream
 from kinesim.deploy.handlers import HANDLERS
 from kinesim.deploy.kinesis_resources import KinesisStream
 from kinesim.deploy.lambda_resources import EventSourceMapping, LambdaFunction, inline_package, package
-from kinesim.deploy.resources import CLIENTS, Target, generated_name
+from kinesim.deploy.resources import CLIENTS, Target, generated_name, target_for
 from kinesim.deploy.s3_resources import S3Bucket
-from kinesim.deploy.sam import PLACEHOLDER_BUCKET, BundledManagedPolicyLoader, translate
+from kinesim.deploy.sam import BundledManagedPolicyLoader, translate
 from kinesim.deploy.stack import check, creation_order, decide, deletion_order, stack_name_for
 from kinesim.deploy.template import DeployError, TemplateError, lint, load_template, parameter_values
 from kinesim.s3.objects import valid_bucket_name
@@ -44,9 +44,8 @@ def target(tmp_path: Path, region: str = "us-east-1", stack_name: str = "shop") 
     # Clients are made but never called: creating one opens no connection.
     session = boto3.Session(region_name=region, aws_access_key_id="t", aws_secret_access_key="t")
     clients = {name: session.client(name, endpoint_url="http://127.0.0.1:9") for name in CLIENTS}
-    return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"], stack_name=stack_name, region=region,
-                  account_id="123456789012", partition="aws-cn" if region.startswith("cn-") else "aws",
-                  template_dir=tmp_path, **{n: c for n, c in clients.items() if n not in ("kinesis", "lambda")})
+    return target_for(clients, stack_name=stack_name, region=region, account_id="123456789012",
+                      partition="aws-cn" if region.startswith("cn-") else "aws")
 
 
 # Reading
@@ -168,9 +167,22 @@ def test_root_template_lints_clean():
 # SAM transform
 
 
+def in_s3(template: dict) -> dict:
+    """The template as the server gets it: local CodeUri values uploaded (here: named) in S3."""
+    template = json.loads(json.dumps(template))
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties") or {}
+        if resource["Type"] == "AWS::Serverless::Function" and isinstance(properties.get("CodeUri"), str):
+            properties["CodeUri"] = f"s3://code/{properties['CodeUri'].strip('/')}"
+    code = (template.get("Globals") or {}).get("Function", {}).get("CodeUri")
+    if isinstance(code, str):
+        template["Globals"]["Function"]["CodeUri"] = f"s3://code/{code}"
+    return template
+
+
 def test_sam_transform_of_the_root_template():
     template = load_template(ROOT_TEMPLATE)
-    out = translate(template, ROOT, "us-east-1", parameter_values(template, {}))
+    out = translate(in_s3(template), "us-east-1", parameter_values(template, {}))
     types = {lid: r["Type"] for lid, r in out["Resources"].items()}
     assert types == {
         "ClicksStream": "AWS::Kinesis::Stream", "ClicksEnrichedStream": "AWS::Kinesis::Stream",
@@ -182,8 +194,7 @@ def test_sam_transform_of_the_root_template():
         "PageViewsStream": "AWS::Kinesis::Stream", "PageViewsBucket": "AWS::S3::Bucket",
         "PageViewsToS3": "AWS::KinesisFirehose::DeliveryStream"}
     enrich = out["Resources"]["EnrichFunction"]["Properties"]
-    # The local CodeUri comes back as an absolute path, not the s3:// placeholder.
-    assert enrich["Code"] == str(ROOT / "lambdas" / "enrich")
+    assert enrich["Code"] == {"S3Bucket": "code", "S3Key": "lambdas/enrich"}
     assert enrich["Handler"] == "app.handler" and enrich["Runtime"] == "python3.11"  # from Globals
     assert enrich["Role"] == {"Fn::GetAtt": ["EnrichFunctionRole", "Arn"]}
     mapping = out["Resources"]["ValidateFunctionClicks"]["Properties"]
@@ -194,7 +205,6 @@ def test_sam_transform_of_the_root_template():
     # Managed policies named by SAM resolved from the bundled map.
     assert "arn:aws:iam::aws:policy/service-role/AWSLambdaKinesisExecutionRole" in \
         out["Resources"]["EnrichFunctionRole"]["Properties"]["ManagedPolicyArns"]
-    assert PLACEHOLDER_BUCKET not in json.dumps(out)
 
 
 def test_sam_code_uri_in_globals_and_a_region_of_another_partition(tmp_path):
@@ -202,8 +212,8 @@ def test_sam_code_uri_in_globals_and_a_region_of_another_partition(tmp_path):
                 "Resources": {"F": {"Type": "AWS::Serverless::Function",
                                     "Properties": {"Handler": "app.handler", "Runtime": "python3.12",
                                                    "Policies": ["AWSLambdaKinesisExecutionRole"]}}}}
-    out = translate(template, tmp_path, "cn-north-1", {})
-    assert out["Resources"]["F"]["Properties"]["Code"] == str(tmp_path / "src")
+    out = translate(in_s3(template), "cn-north-1", {})
+    assert out["Resources"]["F"]["Properties"]["Code"] == {"S3Bucket": "code", "S3Key": "src"}
     arns = out["Resources"]["FRole"]["Properties"]["ManagedPolicyArns"]
     assert all(arn.startswith("arn:aws-cn:iam::aws:policy/") for arn in arns)
 
@@ -219,11 +229,15 @@ def test_sam_errors_and_other_transforms(tmp_path):
         "Type": "AWS::Serverless::Function", "Properties": {"CodeUri": "src", "Handler": "a.h", "Runtime": "python3.11",
                                                            "Events": {"E": {"Type": "Kinesis", "Properties": {}}}}}}}
     with pytest.raises(TemplateError, match="SAM transform failed: .*F"):
-        translate(bad, tmp_path, "us-east-1", {})
+        translate(in_s3(bad), "us-east-1", {})
+    # A local path reaching the server: the translator's own refusal, as on AWS.
+    with pytest.raises(TemplateError, match="SAM transform failed: .*CodeUri"):
+        translate({**bad, "Resources": {"F": {**bad["Resources"]["F"], "Properties": {
+            "CodeUri": "src", "Handler": "a.h", "Runtime": "python3.11"}}}}, "us-east-1", {})
     with pytest.raises(TemplateError, match="Transform AWS::LanguageExtensions is not supported"):
-        translate({"Transform": ["AWS::LanguageExtensions"], "Resources": {}}, tmp_path, "us-east-1", {})
+        translate({"Transform": ["AWS::LanguageExtensions"], "Resources": {}}, "us-east-1", {})
     plain = {"Resources": {"S": {"Type": "AWS::Kinesis::Stream"}}}
-    assert translate(plain, tmp_path, "us-east-1", {}) is plain
+    assert translate(plain, "us-east-1", {}) is plain
 
 
 # Intrinsic functions
@@ -299,9 +313,16 @@ def test_conditions():
         dev.resolve({"Fn::If": ["Nope", 1, 2]})
 
 
-def test_import_value_is_a_clear_error():
-    with pytest.raises(TemplateError, match="Fn::ImportValue is not supported by kinesim deploy.*parameter"):
+def test_import_value_reads_other_stacks_exports():
+    # AWS's text for an export no stack has (CreateChangeSet / CreateStack answer it).
+    with pytest.raises(TemplateError, match="^No export named shared-stream-arn found.$"):
         resolver_for({"Resources": {}}).resolve({"Fn::ImportValue": "shared-stream-arn"})
+    exports = {"shared-stream-arn": "arn:aws:kinesis:us-east-1:000000000000:stream/s"}
+    resolver = Resolver({"Resources": {}}, {}, pseudo_parameters("us-east-1", "000000000000", "st", "id"), exports.get)
+    with pytest.raises(TemplateError, match="^No export named shared-us-east-1 found.$"):
+        resolver.resolve({"Fn::ImportValue": {"Fn::Sub": "shared-${AWS::Region}"}})
+    assert resolver.resolve({"Fn::ImportValue": "shared-stream-arn"}) == exports["shared-stream-arn"]
+    assert resolver.imported == {"shared-stream-arn"}
 
 
 def test_references_follow_the_taken_branch_of_fn_if():
@@ -319,7 +340,7 @@ def test_references_follow_the_taken_branch_of_fn_if():
 def prepared_root(tmp_path):
     template = load_template(ROOT_TEMPLATE)
     parameters = parameter_values(template, {})
-    cfn = translate(template, ROOT, "us-east-1", parameters)
+    cfn = translate(in_s3(template), "us-east-1", parameters)
     return cfn, resolver_for(cfn, parameters)
 
 
@@ -437,26 +458,27 @@ def test_stream_desired_defaults_and_types(tmp_path):
 
 
 def test_function_desired_converts_to_the_api(tmp_path):
-    code = tmp_path / "fn"
-    code.mkdir()
-    (code / "app.py").write_text("def handler(e, c):\n    return 1\n")
     functions = LambdaFunction(target(tmp_path))
-    desired = functions.desired({"Code": "fn", "Handler": "app.handler", "Runtime": "python3.11", "Role": "arn:r",
+    code = {"S3Bucket": "artifacts", "S3Key": "fn.zip"}
+    desired = functions.desired({"Code": code, "Handler": "app.handler", "Runtime": "python3.11", "Role": "arn:r",
                                  "Timeout": "30", "KmsKeyArn": "arn:k",
                                  "Environment": {"Variables": {"N": 5, "B": True}},
                                  "Tags": [{"Key": "team", "Value": "data"}]})
     assert desired["Timeout"] == 30 and desired["KMSKeyArn"] == "arn:k"
     assert desired["Environment"] == {"Variables": {"N": "5", "B": "true"}}
     assert desired["Tags"] == {"team": "data"}
-    # The code is known by its zip's sha256: the same files give the same hash, a change another.
-    assert set(desired["Code"]) == {"ZipSha256"}
-    assert functions.desired({"Code": "fn", "Role": "arn:r"})["Code"] == desired["Code"]
-    (code / "app.py").write_text("def handler(e, c):\n    return 2\n")
-    assert functions.desired({"Code": "fn", "Role": "arn:r"})["Code"] != desired["Code"]
+    assert desired["Code"] == code
+    # Inline code is known by its zip's sha256: the same source gives the same hash, a change another.
+    inline = functions.desired({"Code": {"ZipFile": "def handler(e, c):\n    return 1\n"}, "Runtime": "python3.11",
+                                "Role": "arn:r"})["Code"]
+    assert set(inline) == {"ZipSha256"}
+    assert functions.desired({"Code": {"ZipFile": "def handler(e, c):\n    return 2\n"}, "Runtime": "python3.11",
+                              "Role": "arn:r"})["Code"] != inline
     with pytest.raises(DeployError, match="property RecursiveLoop of AWS::Lambda::Function is not supported"):
-        functions.desired({"Code": "fn", "RecursiveLoop": "Allow"})
-    with pytest.raises(DeployError, match="code path .*missing is not a directory"):
-        functions.desired({"Code": "missing"})
+        functions.desired({"Code": code, "RecursiveLoop": "Allow"})
+    # The server reads no client's disk: a local path is refused, saying how code reaches it.
+    with pytest.raises(DeployError, match="'fn' is a local path: upload the code to S3 first"):
+        functions.desired({"Code": "fn"})
 
 
 def test_mapping_desired_converts_to_the_api(tmp_path):

@@ -31,7 +31,7 @@ from kinesim.protocol import user_json
 from kinesim.sns import filter_policy_rules as rules
 from kinesim.sns.delivery import Deliveries, Message
 from kinesim.sns.model import Subscription, Topic
-from kinesim.sns.query import QueryModel, parse_form
+from kinesim.protocol.query import QueryModel, parse_form
 
 ACCOUNT = "000000000000"
 SNS_NS = {"s": "http://sns.amazonaws.com/doc/2010-03-31/"}
@@ -94,7 +94,7 @@ def bodies(sqs, url: str) -> list[str]:
 _DECODE = """
 import resource, sys, time, tracemalloc
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # a regression fails here, not the machine
-from kinesim.sns.query import QueryModel, parse_form
+from kinesim.protocol.query import QueryModel, parse_form
 model = QueryModel("sns")
 body = "Action=ListTopics&A" + "." * int(sys.argv[1]) + "=1"
 tracemalloc.start()

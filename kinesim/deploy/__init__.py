@@ -8,9 +8,11 @@ The steps, one module each:
 - resources.py: one handler per supported resource type, calling the service APIs with boto3;
 - validate.py: the whole template checked before anything is created, every problem named at once;
 - stack.py: the plan (dependency order, create / update / replace / delete; plan.py) and its
-  application, with the stack's state kept on the kinesim server; rollback.py: a failed create
-  or update rolled back, as CloudFormation does;
-- cli.py: the `kinesim deploy` command.
+  application, the stack's state saved before and after every call and its events recorded;
+  rollback.py: a failed create or update rolled back, as CloudFormation does. The engine runs
+  in the server, behind the CloudFormation API (kinesim.cloudformation);
+- cli.py, client.py, package.py: the `kinesim deploy` command, a client of that API (it lints,
+  builds and uploads the code, then creates and executes a change set).
 
 Everything goes through the same APIs a client uses: a deployed stack is indistinguishable from
 one made by hand with boto3.

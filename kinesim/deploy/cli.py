@@ -26,10 +26,16 @@ server, the way `sam build` and `sam deploy` deploy to AWS: Kinesis streams, Lam
 delivery streams (to S3) and S3 buckets are created through the same APIs a client uses. IAM
 roles and policies are accepted and ignored: kinesim does not check permissions.
 
+The server deploys it: kinesim serves the CloudFormation API, and `kinesim deploy` is a client of
+it, as `sam deploy` and `aws cloudformation deploy` are (code is uploaded to a
+kinesim-deploy-artifacts-ACCOUNT-REGION bucket, then a change set is created and executed). Stacks
+made with those tools and with `kinesim deploy` are the same stacks.
+
 Deploying again updates the stack in place: unchanged resources are left alone, changed ones are
 updated (or replaced when CloudFormation would replace them, e.g. a new stream Name), and
-resources no longer in the template are deleted. The stack's state lives on the server, with
-its data. One line is printed per resource with its action, then the stack's Outputs.
+resources no longer in the template are deleted. Parameters not overridden keep their previous
+values, as with `aws cloudformation deploy`. The stack lives on the server, with its data. One
+line is printed per resource with its action as the server works, then the stack's Outputs.
 
 Before anything is changed, the template is checked with cfn-lint (offline): a misspelt
 property or a bad !GetAtt is reported with the resource and property it is in. Then everything
@@ -109,27 +115,22 @@ def run(args: argparse.Namespace) -> int:
             else find_template(args.template)
         health = server_settings(args.endpoint_url)
         target = make_target(args, health)
-        # Imported here, not at the top: the SAM translator takes ~0.3 s to import, and every
-        # `kinesim` command builds deploy's parser.
-        from .stack import Deployer, StateStore
-        # The runtimes the server can run (a server that does not say runs python3.* only).
-        runtimes = health.get("runtimes") if isinstance(health.get("runtimes"), list) else None
-        deployer = Deployer(target, StateStore(args.endpoint_url), runtimes=runtimes)
+        # Imported here, not at the top: every `kinesim` command builds deploy's parser.
+        from .client import StackClient
+        stacks = StackClient(target, args.endpoint_url)
         if args.delete:
-            if not deployer.delete():
-                print(f"Stack {target.stack_name} does not exist: nothing to delete")
-            else:
-                print(f"Stack {target.stack_name} deleted")
+            print(f"Stack {target.stack_name} deleted" if stacks.delete()
+                  else f"Stack {target.stack_name} does not exist: nothing to delete")
             return 0
         if not args.template.is_file():
             raise DeployError(f"Template file {args.template} does not exist")
-        if not args.build:
-            deployer.deploy(args.template, overrides, run_lint=args.lint)
-        else:
+        if args.build:
             from .build import Builder, session
             note_built_template(args.template)
             with session(Builder()):
-                deployer.deploy(args.template, overrides, run_lint=args.lint)
+                stacks.deploy(args.template, overrides, run_lint=args.lint)
+        else:
+            stacks.deploy(args.template, overrides, run_lint=args.lint)
         print(f"Stack {target.stack_name} deployed to {args.endpoint_url}")
         return 0
     except DeployError as err:
@@ -199,29 +200,21 @@ def server_settings(endpoint_url: str) -> dict[str, Any]:
 
 def make_target(args: argparse.Namespace, health: dict[str, Any] | None = None) -> Target:
     import boto3
-    from botocore.config import Config
 
-    from .intrinsics import partition_of
-    from .resources import CLIENTS, Target
+    from kinesim.config import partition_of
+    from .resources import service_clients, target_for
     from .stack import stack_name_for
     health = server_settings(args.endpoint_url) if health is None else health
     # A kinesim server is one region: its own (in every ARN it returns) is the natural default.
     region = args.region or health.get("region") or os.environ.get("AWS_REGION") \
         or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    session = boto3.Session(region_name=region)
     # kinesim accepts any credentials; a machine without an AWS profile can deploy all the same.
-    credentials = {} if session.get_credentials() else {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
-    config = Config(retries={"max_attempts": 3, "mode": "standard"})
-    clients = {name: session.client(name, endpoint_url=args.endpoint_url, config=config, **credentials)
-               for name in CLIENTS if name != "s3"}
-    # Path-style: kinesim's buckets are not host names.
-    clients["s3"] = session.client("s3", endpoint_url=args.endpoint_url, **credentials,
-                                   config=config.merge(Config(s3={"addressing_style": "path"})))
-    return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"],
-                  stack_name=args.stack_name or stack_name_for(project_template(args.template)), region=region,
-                  account_id=str(health.get("account_id") or "000000000000"), partition=partition_of(region),
-                  template_dir=args.template.resolve().parent,
-                  **{name: client for name, client in clients.items() if name not in ("kinesis", "lambda")})
+    credentials = {} if boto3.Session(region_name=region).get_credentials() \
+        else {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+    clients = service_clients(args.endpoint_url, region, credentials)
+    return target_for(clients, stack_name=args.stack_name or stack_name_for(project_template(args.template)),
+                      region=region, account_id=str(health.get("account_id") or "000000000000"),
+                      partition=partition_of(region))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 import per service module, so what a template may use is read in one place."""
 from __future__ import annotations
 
+from .cdk_resources import CdkMetadata
 from .channel_resources import KinesisChannel
+from .ecr_resources import EcrRepository
 from .event_invoke_config_resources import LambdaEventInvokeConfig
 from .firehose_resources import FirehoseDeliveryStream
 from .iam_resources import IamManagedPolicy, IamPolicy, IamRole
@@ -17,6 +19,8 @@ from .s3_policy_resources import S3BucketPolicy
 from .s3_resources import S3Bucket
 from .sns_resources import SnsSubscription, SnsTopic, SnsTopicPolicy
 from .sqs_resources import SqsQueue, SqsQueuePolicy
+from .ssm_resources import SsmParameter
+from .stack_resources import CloudFormationStack
 
 HANDLERS: dict[str, type[ResourceHandler]] = {h.type_name: h for h in (
     KinesisStream, KinesisStreamConsumer, KinesisChannel,
@@ -29,5 +33,9 @@ HANDLERS: dict[str, type[ResourceHandler]] = {h.type_name: h for h in (
     LogsLogGroup, LogsLogStream,
     SnsTopic, SnsSubscription, SnsTopicPolicy,
     SqsQueue, SqsQueuePolicy,
+    SsmParameter,
     IamRole, IamPolicy, IamManagedPolicy,
+    EcrRepository,
+    CdkMetadata,
+    CloudFormationStack,
 )}

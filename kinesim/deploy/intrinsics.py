@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from kinesim.config import partition_of
 
 from .template import TemplateError
 
@@ -30,14 +32,6 @@ NO_VALUE = _NoValue()
 _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 
-def partition_of(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
 def pseudo_parameters(region: str, account_id: str, stack_name: str, stack_id: str) -> dict[str, Any]:
     return {"AWS::Region": region, "AWS::AccountId": account_id, "AWS::StackName": stack_name,
             "AWS::StackId": stack_id, "AWS::Partition": partition_of(region),
@@ -46,8 +40,11 @@ def pseudo_parameters(region: str, account_id: str, stack_name: str, stack_id: s
 
 
 class Resolver:
-    def __init__(self, template: dict[str, Any], parameters: dict[str, Any], pseudo: dict[str, Any]):
+    def __init__(self, template: dict[str, Any], parameters: dict[str, Any], pseudo: dict[str, Any],
+                 imports: Callable[[str], Any] | None = None):
         self.template = template
+        self.imports = imports  # an export's value by name (None: no other stacks to import from)
+        self.imported: set[str] = set()  # the export names Fn::ImportValue resolved
         self.parameters = parameters
         self.pseudo = pseudo
         self.physical_ids: dict[str, str] = {}
@@ -175,9 +172,14 @@ class Resolver:
             region = self.resolve(args) or self.pseudo["AWS::Region"]
             return [f"{region}{zone}" for zone in "abc"]
         if fn == "Fn::ImportValue":
-            raise TemplateError("Fn::ImportValue is not supported by kinesim deploy: stacks here do not "
-                                "export values to each other. Pass the value as a parameter instead "
-                                "(--parameter-overrides NAME=VALUE).")
+            name = self.resolve(args)
+            if not isinstance(name, str):
+                raise TemplateError("Template error: the argument of Fn::ImportValue must be a string")
+            value = self.imports(name) if self.imports is not None else None
+            if value is None:
+                raise TemplateError(f"No export named {name} found.")
+            self.imported.add(name)
+            return value
         raise TemplateError(f"Template error: {fn} is not supported by kinesim deploy")
 
     def _ref(self, name: Any) -> Any:

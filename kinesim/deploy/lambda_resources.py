@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .resources import (Applied, ResourceHandler, Target, _input_shape, coerce, delete_and_wait, tag_map, unless_gone, wait_for)
+from .resources import (Applied, ResourceHandler, Target, _input_shape, coerce, delete_and_wait, local_code, tag_map, unless_gone, wait_for)
 from .template import DeployError
 
 
@@ -51,9 +51,9 @@ class LambdaFunction(ResourceHandler):
     def _code(self, code: Any, runtime: str) -> dict[str, Any]:
         """`Code` as compared between deploys: a zip built here is known by its sha256 (the zip
         itself is kept for the API call); S3 and image locations are kept as given."""
-        if isinstance(code, str):  # a local directory or .zip (`aws cloudformation package` style)
-            archive = package(self.target.template_dir / code)
-        elif isinstance(code, dict) and "ZipFile" in code:  # inline source: CloudFormation names it index.*
+        if isinstance(code, str):  # a local path: `aws cloudformation package` and kinesim deploy upload it first
+            raise local_code(code)
+        if isinstance(code, dict) and "ZipFile" in code:  # inline source: CloudFormation names it index.*
             archive = inline_package(str(code["ZipFile"]), runtime)
         elif isinstance(code, dict):
             return {self.RENAMED.get(k, k): v for k, v in code.items()}

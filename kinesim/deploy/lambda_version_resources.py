@@ -9,12 +9,10 @@ create-only), which publishes anew.
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from .iam_resources import IamResource
-from .lambda_resources import package
-from .resources import Applied, ResourceHandler, _input_shape, coerce, generated_name, unless_gone
+from .resources import Applied, ResourceHandler, _input_shape, coerce, generated_name, local_code, unless_gone
 from .template import DeployError
 
 
@@ -95,10 +93,6 @@ class LambdaLayerVersion(ResourceHandler):
     name_max_length = 140
     attributes = frozenset({"LayerVersionArn"})
 
-    def __init__(self, target: Any):
-        super().__init__(target)
-        self._zips: dict[str, bytes] = {}  # sha256 -> zip built from a local path
-
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
         shape = _input_shape(self.target.lambda_, "PublishLayerVersion")
         self._reject_unsupported(properties, {"LayerName", "Description", "Content", "CompatibleRuntimes",
@@ -107,24 +101,20 @@ class LambdaLayerVersion(ResourceHandler):
             raise DeployError("property Content is required")
         out = coerce(shape, {k: v for k, v in properties.items() if k != "Content"})
         content = properties["Content"]
-        if isinstance(content, str):  # a local directory or .zip (`aws cloudformation package` style)
-            archive = package(self.target.template_dir / content)
-            sha = hashlib.sha256(archive).hexdigest()
-            self._zips[sha] = archive
-            out["Content"] = {"ZipSha256": sha}
-        elif isinstance(content, dict) and content.get("S3Bucket") and content.get("S3Key"):
+        if isinstance(content, str):  # a local path: `aws cloudformation package` and kinesim deploy upload it first
+            raise local_code(content)
+        if isinstance(content, dict) and content.get("S3Bucket") and content.get("S3Key"):
             out["Content"] = {k: str(v) for k, v in content.items()}
         else:
-            raise DeployError("property Content must be a local path or {S3Bucket, S3Key}")
+            raise DeployError("property Content must be {S3Bucket, S3Key}")
         return out
 
     def create(self, name: str | None, desired: dict[str, Any]) -> Applied:
         assert name
         content = desired["Content"]
-        if "ZipSha256" in content:
-            if content["ZipSha256"] not in self._zips:
-                raise DeployError("the layer's package is not at hand any more: deploy the template again")
-            content = {"ZipFile": self._zips[content["ZipSha256"]]}
+        if "ZipSha256" in content:  # recorded by kinesim deploy before it uploaded code to S3
+            raise DeployError("the layer's package was zipped by an older kinesim deploy and is not at hand: "
+                              "deploy the template again")
         response = self.target.lambda_.publish_layer_version(
             **{**{k: v for k, v in desired.items() if k != "Content"}, "LayerName": name, "Content": content})
         arn = response["LayerVersionArn"]

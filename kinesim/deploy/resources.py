@@ -14,12 +14,12 @@ This module has what every handler shares; the handlers live in one module per s
 from __future__ import annotations
 
 import random
+import re
 import string
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from botocore.exceptions import ClientError
@@ -39,16 +39,39 @@ class Target:
     region: str
     account_id: str
     partition: str
-    template_dir: Path
     firehose: Any = None
     s3: Any = None  # path-style addressing: kinesim's buckets are not DNS names
     logs: Any = None
     sqs: Any = None
     sns: Any = None
+    cloudformation: Any = None
+    ecr: Any = None
+    ssm: Any = None
 
 
 # The services whose clients a Target has (`lambda` is the field `lambda_`).
-CLIENTS = ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns")
+CLIENTS = ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns", "ecr", "cloudformation", "ssm")
+
+
+def service_clients(endpoint_url: str, region: str, credentials: dict[str, str]) -> dict[str, Any]:
+    """boto3 clients of every service in CLIENTS, for `endpoint_url` (S3 path-style: kinesim's
+    buckets are not host names)."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.Session(region_name=region)
+    config = Config(retries={"max_attempts": 3, "mode": "standard"})
+    clients = {name: session.client(name, endpoint_url=endpoint_url, config=config, **credentials)
+               for name in CLIENTS if name != "s3"}
+    clients["s3"] = session.client("s3", endpoint_url=endpoint_url, **credentials,
+                                   config=config.merge(Config(s3={"addressing_style": "path"})))
+    return clients
+
+
+def target_for(clients: dict[str, Any], **fields: Any) -> "Target":
+    """A Target over `clients` (as service_clients makes them)."""
+    return Target(kinesis=clients["kinesis"], lambda_=clients["lambda"], **fields,
+                  **{name: client for name, client in clients.items() if name not in ("kinesis", "lambda")})
 
 
 @dataclass
@@ -74,10 +97,26 @@ def create_only_properties(type_name: str) -> set[str]:
     return {p.split("/")[2] for p in schema.schema.get("createOnlyProperties", [])} if schema else set()
 
 
-def schema_attributes(type_name: str) -> set[str]:
+class AttributeNames(frozenset):
+    """Attribute names, some of them patterns: cfn-lint gives a nested stack's outputs
+    (`Fn::GetAtt Child.Outputs.Key`) as the one name `Outputs\\..*`, a regular expression."""
+
+    def __contains__(self, name: object) -> bool:
+        return frozenset.__contains__(self, name) or isinstance(name, str) and any(
+            "\\" in pattern and re.fullmatch(pattern, name) for pattern in self)
+
+
+def schema_attributes(type_name: str) -> AttributeNames:
     """The attribute names `Fn::GetAtt` accepts for the type (its schema's read-only properties)."""
     schema = _schema(type_name)
-    return set(schema.get_atts) if schema else set()
+    return AttributeNames(schema.get_atts if schema else ())
+
+
+def local_code(path: str) -> DeployError:
+    """A local code path sent to the server. It reads nothing of its own disk for a client: code
+    is in S3 (`sam deploy`, `aws cloudformation package` and `kinesim deploy` upload it)."""
+    return DeployError(f"code location {path!r} is a local path: upload the code to S3 first (sam deploy, "
+                       "aws cloudformation package and kinesim deploy do) and give its S3Bucket and S3Key")
 
 
 def generated_name(stack_name: str, logical_id: str, max_length: int) -> str:

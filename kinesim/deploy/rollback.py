@@ -30,16 +30,18 @@ class RollbackMixin:
     _record: Callable[..., None]
     _save: Callable[[dict[str, Any]], None]
     _line: Callable[..., None]
+    _event: Callable[..., None]
     echo: Callable[[str], None]
     target: Any
 
-    def _roll_back(self, state: dict[str, Any], creating: bool, failure: DeployError) -> None:
-        """Return the stack to its baseline, then raise `failure` (saying how the rollback went)."""
+    def _roll_back(self, state: dict[str, Any], creating: bool, failure: DeployError, reason: str) -> None:
+        """Return the stack to its baseline, then raise `failure` (saying how the rollback went).
+        `reason` is the stack's status reason, as CloudFormation words it."""
         self.echo(f"Failed: {str(failure).splitlines()[0]}")
         self.echo("Rolling back: " + ("deleting what was created" if creating
                                        else "returning every resource to the last complete deploy"))
         state["StackStatus"] = "ROLLBACK_IN_PROGRESS" if creating else "UPDATE_ROLLBACK_IN_PROGRESS"
-        state["StackStatusReason"] = str(failure)
+        state["StackStatusReason"] = reason
         self._save(state)
         baseline: dict[str, Any] = state.get("Baseline") or {}
         current = state["Resources"]
@@ -51,11 +53,14 @@ class RollbackMixin:
             if base is not None and lid not in kept_aside and self._same_resource(record, base):
                 continue
             action = "deleted"
-            if record.get("Status") == "CREATE_IN_PROGRESS":
-                self._discard_half_made(lid, record)
+            if record.get("Status") == "CREATE_FAILED":
+                pass  # the service refused it (its handler removed anything half-made): nothing of the stack's to delete
+            elif record.get("Status") == "CREATE_IN_PROGRESS":
+                self._discard_half_made(lid, record)  # a kill left it unanswered: it may exist
             elif base is None and record.get("DeletionPolicy") == "Retain":
                 action = "retained"  # as CloudFormation: DeletionPolicy holds for a rollback too
             else:
+                self._event(state, lid, record["Type"], record.get("PhysicalResourceId"), "DELETE_IN_PROGRESS")
                 try:
                     with _about(lid, record["Type"]):
                         self.handler(record["Type"]).delete(record["PhysicalResourceId"], record["Properties"])
@@ -85,8 +90,15 @@ class RollbackMixin:
                               + "\nThe next deploy carries on from here; --delete removes the stack.")
         state["StackStatus"] = "ROLLBACK_COMPLETE" if creating else "UPDATE_ROLLBACK_COMPLETE"
         state["LastUpdatedTime"] = _now()
+        fields = state.pop("BaselineFields", None) or {}
         if creating:
             state.pop("Baseline", None)
+        else:  # the stack is the last complete deploy's again: its template, parameters, outputs too
+            for key, value in fields.items():
+                if value is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = value
         self._save(state)
         raise DeployError(f"{failure}\nStack {self.target.stack_name} rolled back ({state['StackStatus']})")
 

@@ -21,10 +21,17 @@ class S3Bucket(ResourceHandler):
     name_property = "BucketName"
     name_max_length = 63
     attributes = frozenset({"Arn", "DomainName", "RegionalDomainName", "DualStackDomainName"})
-    SUPPORTED = {"BucketName", *(c.prop for c in CONFIGURATIONS)}
+    SUPPORTED = {"BucketName", "AccessControl", *(c.prop for c in CONFIGURATIONS)}
 
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
         self._reject_unsupported(properties, self.SUPPORTED)
+        acl = properties.get("AccessControl", "Private")
+        if acl != "Private":
+            # kinesim's S3 keeps no ACLs. `Private` (owner-only) is the ACL every bucket has anyway, and
+            # CDK's bootstrap bucket asks for it; a public canned ACL would be a promise not kept.
+            raise DeployError(f"property AccessControl {acl!r} is not supported by kinesim deploy: kinesim's S3 keeps "
+                              "no ACLs, so only Private (every bucket's own ACL) can be deployed; grant access with "
+                              "a bucket policy instead")
         requests = {}
         for config in CONFIGURATIONS:
             if config.prop in properties:

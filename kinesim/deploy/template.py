@@ -70,7 +70,7 @@ def _top_level_includes(template: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in (declared if isinstance(declared, list) else [declared]) if _is_include(t)]
 
 
-def inline_includes(template: dict[str, Any], base_dir: Path,
+def inline_includes(template: dict[str, Any], base_dir: Path | None,
                     read_s3: Callable[[str, str], bytes] | None = None) -> dict[str, Any]:
     """The template with every `AWS::Include` transform replaced by the snippet it names, as
     CloudFormation does before any other transform (SAM's included): at the top level (a
@@ -107,7 +107,7 @@ class _Includer:
     def __init__(self, read_s3: Callable[[str, str], bytes] | None):
         self.read_s3 = read_s3
 
-    def walk(self, value: Any, base_dir: Path, chain: list[str]) -> Any:
+    def walk(self, value: Any, base_dir: Path | None, chain: list[str]) -> Any:
         if isinstance(value, list):
             return [self.walk(v, base_dir, chain) for v in value]
         if not isinstance(value, dict):
@@ -129,10 +129,14 @@ class _Includer:
             value = {**snippet, **rest}
         return {k: self.walk(v, base_dir, chain) for k, v in value.items()}
 
-    def load(self, include: dict[str, Any], base_dir: Path, chain: list[str]) -> tuple[Any, str]:
+    def load(self, include: dict[str, Any], base_dir: Path | None, chain: list[str]) -> tuple[Any, str]:
         location = (include.get("Parameters") or {}).get("Location")
         if not isinstance(location, str) or not location:
             raise TemplateError(f"Transform {INCLUDE}: Parameters.Location is required (a local file or s3:// URI)")
+        if base_dir is None and not location.startswith("s3://"):
+            # Sent to the server: it reads nothing of its own disk for a client (`aws cloudformation
+            # package` and `kinesim deploy` upload local snippets first).
+            raise TemplateError(f"Transform {INCLUDE}: Location {location} must be an s3:// URI")
         where = location if "://" in location else str((base_dir / location).resolve())
         if len(chain) >= MAX_INCLUDE_DEPTH or where in chain:
             raise TemplateError(f"Transform {INCLUDE}: {location} includes itself, or snippets nest deeper than "
@@ -157,7 +161,7 @@ class _Includer:
         return parse_document(text, str(path)), str(path)
 
 
-def _snippet_dir(where: str, base_dir: Path) -> Path:
+def _snippet_dir(where: str, base_dir: Path | None) -> Path | None:
     return base_dir if where.startswith("s3://") else Path(where).parent
 
 
@@ -222,8 +226,7 @@ def parameter_values(template: dict[str, Any], overrides: dict[str, str]) -> dic
 def _checked_parameter(name: str, spec: dict[str, Any], raw: Any) -> Any:
     kind = str(spec.get("Type", "String"))
     if kind.startswith("AWS::SSM::Parameter"):
-        raise TemplateError(f"Parameter '{name}': type {kind} reads Systems Manager, which kinesim does not "
-                            "emulate; declare it as String and pass the value with --parameter-overrides")
+        return str(raw)  # the name of a Systems Manager parameter: read when the stack is deployed
     text = ",".join(map(str, raw)) if isinstance(raw, list) else \
         ("true" if raw is True else "false" if raw is False else str(raw))
     items = text.split(",") if kind == "CommaDelimitedList" or kind.startswith("List<") else [text]

@@ -179,7 +179,7 @@ def _check_properties(resources: dict[str, Any], included: set[str], dependencie
     """Try each handler's `desired()` on the resource's properties, what other resources give
     stood in for by placeholders. With placeholders a value check may fail where the real value
     would pass, so for resources that refer to others only unsupported properties are reported."""
-    standin = Resolver(resolver.template, resolver.parameters, resolver.pseudo)
+    standin = Resolver(resolver.template, resolver.parameters, resolver.pseudo, resolver.imports)
     region, account = resolver.pseudo["AWS::Region"], resolver.pseudo["AWS::AccountId"]
     for lid in included:
         handler = HANDLERS[resources[lid]["Type"]]
@@ -192,7 +192,9 @@ def _check_properties(resources: dict[str, Any], included: set[str], dependencie
         try:
             handler_for(type_name).desired(standin.resolve(resources[lid].get("Properties") or {}))
         except DeployError as err:
-            if not dependencies[lid] or "not supported" in str(err):
+            if str(err).startswith("No export named"):
+                problems.add(err)  # AWS's whole message: the export, not the resource, is what is missing
+            elif not dependencies[lid] or "not supported" in str(err):
                 problems.add(type(err)(f"resource {lid} ({type_name}): {err}"))
         except Exception:  # noqa: BLE001 - a placeholder the handler could not take: found when applied
             continue

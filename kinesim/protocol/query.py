@@ -22,7 +22,7 @@ from xml.sax.saxutils import escape
 
 import botocore.loaders
 
-from ..protocol.errors import AwsError
+from .errors import AwsError
 
 # The depth counted for a shape that contains itself (SNS's model has none).
 _RECURSIVE_PARTS = 32
@@ -119,8 +119,8 @@ class QueryModel:
         op = self.ops[operation]
         inner = ""
         output = op.get("output")
-        if output is not None and result is not None:
-            body = self._encode(self.shapes[output["shape"]], result)
+        if output is not None:  # an empty result is still wrapped: botocore looks for the wrapper
+            body = self._encode(self.shapes[output["shape"]], result or {})
             wrapper = output.get("resultWrapper", f"{operation}Result")
             inner = f"<{wrapper}>{body}</{wrapper}>"
         return (f'<?xml version="1.0"?>\n<{operation}Response xmlns="{self.namespace}">{inner}'

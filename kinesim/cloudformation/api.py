@@ -1,0 +1,33 @@
+"""CloudFormation's HTTP front: AWS's query protocol (`Action=...&Version=2010-05-15`) on the edge."""
+from __future__ import annotations
+
+from typing import Any
+
+from kinesim.protocol.query_app import QueryApp
+
+from .changeset_api import CHANGE_SET_OPERATIONS
+from .service import CloudFormationService
+from .stack_api import STACK_OPERATIONS
+
+OPERATIONS = {**STACK_OPERATIONS, **CHANGE_SET_OPERATIONS}
+# A 51,200-byte TemplateBody, form-encoded (up to 3 bytes a byte), with its parameters and tags.
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+class _Operations:
+    """The service as the query front calls it."""
+
+    def __init__(self, service: CloudFormationService):
+        self.service = service
+
+    def has_operation(self, action: str) -> bool:
+        return action in OPERATIONS
+
+    def call(self, action: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        return OPERATIONS[action](self.service, params)
+
+
+def cloudformation_app(service: CloudFormationService) -> QueryApp:
+    return QueryApp("cloudformation", _Operations(service), "cloudformation", MAX_REQUEST_BYTES,
+                    "stacks, change sets, events, exports and imports are what it has "
+                    "(no stack sets, drift detection, resource import, type registry or hooks)")
