@@ -139,3 +139,14 @@ def test_importing_kinesis_pulls_in_no_other_service():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [], f"importing kinesim.kinesis also imported: {done.stdout.split()}"
+
+
+def test_the_server_starts_without_the_deploy_engine():
+    """CloudFormation's engine (the SAM translator, YAML, the resource handlers: ~0.7 s of imports)
+    is loaded on the first CloudFormation request, not when the server starts."""
+    script = ("import sys, kinesim.edge\n"
+              "print('\\n'.join(sorted(m for m in sys.modules if m.split('.')[0] == 'samtranslator'\n"
+              "                        or m == 'kinesim.deploy' or m.startswith('kinesim.deploy.'))))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [], f"importing kinesim.edge also imported: {done.stdout.split()}"
