@@ -244,14 +244,15 @@ def test_throttled_records_are_sent_again_until_the_shard_takes_them(tmp_path_fa
 
 
 class FakeKinesis:
-    """Answers PutRecords from a script: per call, a set of indexes to fail, or an error to raise."""
+    """Answers PutRecords from a script: per call, a set of indexes to fail, or an error to raise;
+    once the script is done, every call fails `then` (none by default)."""
 
-    def __init__(self, script):
-        self.script, self.calls = list(script), []
+    def __init__(self, script, then=frozenset()):
+        self.script, self.then, self.calls = list(script), then, []
 
     def put_records(self, StreamName, Records):   # noqa: N803 - boto3's names
         self.calls.append([r["Data"] for r in Records])
-        step = self.script.pop(0) if self.script else set()
+        step = self.script.pop(0) if self.script else self.then
         if isinstance(step, Exception):
             raise step
         return {"FailedRecordCount": len(step), "Records": [
@@ -282,6 +283,7 @@ def test_retries_send_only_the_failed_records_before_any_later_call():
     with pytest.raises(SinkError, match="refused records: AccessDenied"):
         put_chunk(fake_target(refused), [("k", b"x")], sleep=lambda s: None)
     # Throttled for longer than the retry window: the stream and the count left in the error.
-    stuck = FakeKinesis([{0, 1}] * 10_000)
+    # (Throttled for good: a finite script could run out before the window on a fast machine.)
+    stuck = FakeKinesis([], then={0, 1})
     with pytest.raises(SinkError, match=r"stream fake: 2 records still not accepted after 0 s"):
         put_chunk(fake_target(stuck), [("a", b"1"), ("b", b"2")], retry_for=0.05, sleep=lambda s: None)
