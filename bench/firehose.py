@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
-from peers import Server, choices, stop_all  # noqa: E402
+from peers import Server, _terminate, choices, stop_all  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")
 RECORD_BYTES = 1024
@@ -370,10 +370,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.samples = a.samples or (5 if a.quick else 30)
     a.warmup = (0.3 if a.quick else 1.0) if a.warmup is None else a.warmup
     return a
-
-
-def _terminate(signum, frame):  # SIGTERM / SIGHUP: unwind like Ctrl-C so `finally` stops everything
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:

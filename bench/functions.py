@@ -29,8 +29,6 @@ import io
 import json
 import os
 import platform
-import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -49,8 +47,8 @@ import report  # noqa: E402
 import triggers  # noqa: E402
 import workloads as wl  # noqa: E402
 from client import Client, KinesisError  # noqa: E402
-from peers import Server, choices, run_steps, stop_all  # noqa: E402
-from run import _terminate, log  # noqa: E402
+from peers import Server, choices, in_work_dir, run_steps  # noqa: E402
+from run import log  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")  # kinesim-mem (--in-memory): optional, for comparison
 WORKLOADS = ("latency", "throughput", "s3", "sqs", "api")
@@ -706,17 +704,7 @@ def run_benchmark(args: argparse.Namespace, work_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     client.HTTP_IMPL = "raw"  # the lean socket client for the producers (see README.md)
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
-    work_dir = Path(tempfile.mkdtemp(prefix="kinesim-fnbench-"))
-    try:
-        return run_benchmark(args, work_dir)
-    except KeyboardInterrupt:
-        log("interrupted; stopping servers")
-        return 130
-    finally:
-        stop_all()
-        shutil.rmtree(work_dir, ignore_errors=True)
+    return in_work_dir("kinesim-fnbench-", lambda work_dir: run_benchmark(args, work_dir), log)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -182,6 +183,26 @@ def run_steps(name: str, server: "Server", steps, log) -> dict:
     finally:
         server.stop()
         log(f"{name}: stopped")
+
+
+def _terminate(signum, frame):  # SIGTERM / SIGHUP: unwind like Ctrl-C so `finally` stops everything
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def in_work_dir(prefix: str, body, log) -> int:
+    """body(work_dir) in a new temporary directory; SIGTERM and SIGHUP unwind like Ctrl-C, and
+    whatever happens every server started is stopped and the directory removed."""
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    work_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        return body(work_dir)
+    except KeyboardInterrupt:
+        log("interrupted; stopping servers")
+        return 130
+    finally:
+        stop_all()
+        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def stop_all() -> None:

@@ -16,11 +16,8 @@ import json
 import os
 import platform
 import shlex
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
-from peers import REPO_DIR, TARGETS, Server, choices, run_steps, stop_all  # noqa: E402
+from peers import REPO_DIR, TARGETS, Server, choices, in_work_dir, run_steps  # noqa: E402
 
 KBENCH = (REPO_DIR / ".." / "shared" / "tools" / "kbench.py").resolve()
 WORKLOADS = {
@@ -80,10 +77,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.warmup = (0.5 if a.quick else 2.0) if a.warmup is None else a.warmup
     a.client_procs = a.client_procs or a.clients
     return a
-
-
-def _terminate(signum, frame):  # SIGTERM / SIGHUP: unwind like Ctrl-C so `finally` stops everything
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def bench_target(name: str, args: argparse.Namespace, work_dir: Path) -> dict:
@@ -160,17 +153,8 @@ def run_kbench(args: argparse.Namespace, work_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     client.HTTP_IMPL = args.http  # before any client process is forked
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
-    work_dir = Path(tempfile.mkdtemp(prefix="kinesim-bench-"))
-    try:
-        return run_kbench(args, work_dir) if args.kbench else run_benchmark(args, work_dir)
-    except KeyboardInterrupt:
-        log("interrupted; stopping servers")
-        return 130
-    finally:
-        stop_all()
-        shutil.rmtree(work_dir, ignore_errors=True)
+    run = run_kbench if args.kbench else run_benchmark
+    return in_work_dir("kinesim-bench-", lambda work_dir: run(args, work_dir), log)
 
 
 if __name__ == "__main__":

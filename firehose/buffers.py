@@ -17,7 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kinesim.rates import Series
 from kinesim.store import Store
+
+from .activity import FIELDS
 
 
 @dataclass
@@ -49,10 +52,12 @@ def _id_prefix(name: str) -> bytes:
 
 class Buffer:
     """One DirectPut delivery stream's buffer. Appends come from request threads, reads and
-    removals from the stream's delivery worker; `changed` wakes the worker on an append."""
+    removals from the stream's delivery worker; `changed` wakes the worker on an append. Each
+    append counts its records and bytes in `series` (records_in, bytes_in)."""
 
-    def __init__(self, store: Store, name: str):
+    def __init__(self, store: Store, name: str, series: Series | None = None):
         self.store, self.name = store, name
+        self.series = series if series is not None else Series(FIELDS)
         self.changed = threading.Condition()
         count, size, top, oldest = store.firehose_buffer_stats(name)
         self.pending_count, self.pending_bytes, self.oldest_arrival = count, size, oldest
@@ -68,12 +73,14 @@ class Buffer:
             first = self.next_seq
             rows = [(first + i, data, now) for i, data in enumerate(datas)]
             self.store.firehose_buffer_append(self.name, rows)
+            size = sum(len(d) for d in datas)
             self.next_seq = first + len(rows)
             self.pending_count += len(rows)
-            self.pending_bytes += sum(len(d) for d in datas)
+            self.pending_bytes += size
             if self.oldest_arrival is None:
                 self.oldest_arrival = now
             self.changed.notify_all()
+        self.series.add(len(rows), size)
         return [record_id(self.name, seq) for seq, _, _ in rows]
 
     def take(self, max_bytes: int, max_records: int = 1_000_000) -> list[Record]:

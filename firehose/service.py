@@ -16,9 +16,10 @@ from kinesim.config import Settings
 from kinesim.protocol.errors import AwsError, not_found
 from kinesim.protocol.operations import JsonService
 from kinesim.protocol.validation import ModelValidator
+from kinesim.rates import SeriesMap
 from kinesim.store import Store
 
-from . import records_api
+from . import activity, records_api
 from .delivery import Deliveries
 from .jq_runner import JqPool
 from .model import DeliveryStream
@@ -45,6 +46,8 @@ class FirehoseService(JsonService):
         self.lock = threading.RLock()  # the delivery streams map
         self.streams: dict[str, DeliveryStream] = {
             name: DeliveryStream.from_doc(doc) for name, doc in store.documents("firehose-stream").items()}
+        # Records and bytes per second in and delivered, per delivery stream (the web console's charts).
+        self.rates = SeriesMap(activity.FIELDS)
         self.deliveries = Deliveries(self)
         self.jq = JqPool()  # MetadataExtraction queries run in its worker processes (none until the first)
 
@@ -123,3 +126,4 @@ class FirehoseService(JsonService):
             self.store.delete_document("firehose-stream", ds.name)
             self.store.delete_document("firehose-checkpoint", ds.name)
             self.store.firehose_buffer_delete(ds.name)
+        self.rates.discard(ds.name)

@@ -23,7 +23,9 @@ from typing import Any
 from kinesim.kinesis import aggregation
 from kinesim.kinesis.reader import (Checkpoint, CheckpointStore, Record as StreamRecord, ShardMark,
                                     StreamReader, starting_checkpoint)
+from kinesim.rates import Series
 
+from .activity import FIELDS
 from .buffers import Record
 
 READ_LIMIT = 10000
@@ -31,10 +33,12 @@ KIND = "firehose-checkpoint"
 
 
 class KinesisSource:
-    """The pending records of one KinesisStreamAsSource delivery stream, and its checkpoint."""
+    """The pending records of one KinesisStreamAsSource delivery stream, and its checkpoint. Each
+    read counts the records and bytes it took in `series` (records_in, bytes_in)."""
 
-    def __init__(self, svc: Any, ds: Any, stopped: threading.Event | None):
+    def __init__(self, svc: Any, ds: Any, stopped: threading.Event | None, series: Series | None = None):
         self.kinesis, self.store, self.name = svc.kinesis, svc.store, ds.name
+        self.series = series if series is not None else Series(FIELDS)
         self.stream_name = ds.source["KinesisStreamARN"].rsplit("/", 1)[-1]
         self.stopped = stopped
         self.pending: list[Record] = []
@@ -69,7 +73,10 @@ class KinesisSource:
 
     @property
     def oldest_arrival(self) -> float | None:
-        return self.pending[0].arrival if self.pending else None
+        try:  # read by other threads too (the console) while the worker commits
+            return self.pending[0].arrival
+        except IndexError:
+            return None
 
     def fill(self, max_bytes: int) -> None:
         """Read what the readable shards hold, until `max_bytes` are pending."""
@@ -79,7 +86,9 @@ class KinesisSource:
                 break
             if not cursor.at_tip():
                 batch = cursor.read(READ_LIMIT, max(1, max_bytes - self.pending_bytes))
+                before_count, before_bytes = len(self.pending), self.pending_bytes
                 self._add(cursor.shard, batch.records)
+                self.series.add(len(self.pending) - before_count, self.pending_bytes - before_bytes)
             if cursor.finished and not self.per_shard[cursor.uid]:
                 # Finished: every record of it delivered (or expired). Its children may start.
                 self.reader.ended(cursor)

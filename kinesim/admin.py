@@ -10,6 +10,7 @@ import orjson
 from flask import Flask, abort, jsonify, request, send_file
 
 from .functions.runtimes import runnable as runnable_runtimes
+from .webconsole import register as register_console
 
 if TYPE_CHECKING:
     from .edge import Edge
@@ -102,4 +103,5 @@ def admin_app(edge: "Edge") -> Flask:
             abort(404)
         return send_file(path, mimetype="application/zip", download_name=f"{function}.zip")
 
+    register_console(app, edge)  # the web console: /_kinesim/console/
     return app

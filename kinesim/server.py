@@ -56,6 +56,7 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
     connections = raise_open_files_limit()
     log.info("kinesim listening on %s (data: %s)", url,
              "in memory" if settings.in_memory else os.path.abspath(settings.data_dir))
+    log.info("web console: %s/_kinesim/console/", _local_url(settings))
     supervisor = connect_server.spawn(_local_url(settings), spark_memory) if spark else None
     server = OneProcessServer(
         "kinesim.edge:Edge", address=settings.host, port=settings.port, interface=Interfaces.WSGI,

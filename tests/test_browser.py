@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -31,12 +30,12 @@ from urllib.parse import urlencode
 
 import pytest
 
+from chromium_setup import APT_TIMEOUT_S, chromium, run_bounded
 from conftest import client_for, start_server
 from npm_setup import NODE, NPM, NPM_TIMEOUT_S, ensure_node_modules, newer_than
 
 PAGE_DIR = Path(__file__).parent / "browser"
 BUNDLE = PAGE_DIR / "dist" / "kinesis-sdk.js"
-APT_TIMEOUT_S = 900
 PAGE_DEADLINE_S = 90  # the page's own deadline; the test waits a little longer for its report
 
 pytestmark = [
@@ -49,47 +48,20 @@ pytestmark = [
 
 # set-up: the bundle and the browser
 
-def _run(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
-    except subprocess.TimeoutExpired as e:
-        return subprocess.CompletedProcess(cmd, -1, e.stdout or "", f"{e.stderr or ''}\ntimed out after {timeout}s")
-
-
 def _ensure_bundle() -> None:
     """`npm ci` when node_modules is missing or older than the package files, then the esbuild bundle
     when it is missing or older than what it is built from."""
     stamp = ensure_node_modules(PAGE_DIR)
     if not newer_than(BUNDLE, [stamp, PAGE_DIR / "entry.js", PAGE_DIR / "build.mjs"]):
-        res = _run([NODE, "build.mjs"], NPM_TIMEOUT_S, cwd=PAGE_DIR)
+        res = run_bounded([NODE, "build.mjs"], NPM_TIMEOUT_S, cwd=PAGE_DIR)
         if res.returncode != 0:
             pytest.fail(f"esbuild failed ({res.returncode})\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}")
-
-
-def _chromium() -> str:
-    """Debian's chromium: on PATH, else installed with apt-get (root only); skips when it cannot be had."""
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("Chromium is missing and cannot be installed here (needs root and apt-get): "
-                    "`apt-get install chromium` to run the browser tests")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]):
-        res = _run(cmd, APT_TIMEOUT_S, env=env)
-        if res.returncode != 0:
-            pytest.skip(f"Chromium is missing and `{' '.join(cmd)}` failed ({res.returncode}): "
-                        f"{(res.stderr or res.stdout).strip()[-600:]}")
-    found = shutil.which("chromium")
-    if not found:
-        pytest.fail("apt-get installed chromium but no `chromium` is on PATH")
-    return found
 
 
 @pytest.fixture(scope="module")
 def browser() -> str:
     _ensure_bundle()
-    return _chromium()
+    return chromium()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ exports and imports, DeletionPolicy, termination protection.
 Expected answers are AWS's, as LocalStack's recordings of real AWS show them
 (tests/aws/services/cloudformation/api/test_{stacks,changesets,update_stack,templates}.snapshot.json,
 engine/test_deletion_policy.snapshot.json in the localstack/localstack repository), and the texts the
-AWS CLI, the SAM CLI and the CDK match on (notes/tool_calls.md)."""
+AWS CLI, the SAM CLI and the CDK match on (e.g. "Stack with id NAME does not exist")."""
 from __future__ import annotations
 
 import json

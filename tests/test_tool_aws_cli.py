@@ -4,8 +4,7 @@ consumer stack importing it with Fn::ImportValue; a redeploy without --parameter
 the previous parameter values (UsePreviousValue: a ShardCount of 4 stays 4, not the Default); an
 empty change set; a failing update ending UPDATE_ROLLBACK_COMPLETE with the old resources intact;
 `delete-stack` + `wait stack-delete-complete`. The `aws` is the one on the PATH (or the project
-venv's, or awscli v1 installed by tests/tool_setup.py); results are read with both the CLI and boto3.
-See /work/notes/tool_calls.md for the calls `deploy` makes."""
+venv's, or awscli v1 installed by tests/tool_setup.py); results are read with both the CLI and boto3."""
 from __future__ import annotations
 
 import json

@@ -4,8 +4,7 @@ CDKToolkit stack from the CLI's own template: staging bucket, roles, the version
 triggering a Python function, code published as a file asset, that forwards records to an SQS
 queue), a record reaching the function, and `cdk destroy --force`. Account and region are the
 server's (/_kinesim/health). The CLI, aws-cdk-lib and constructs are installed from npm by
-tests/tool_setup.py into the tools cache; the app finds them through NODE_PATH. See
-/work/notes/tool_calls.md for what the CLI calls."""
+tests/tool_setup.py into the tools cache; the app finds them through NODE_PATH."""
 from __future__ import annotations
 
 import os

@@ -4,7 +4,7 @@ requirements.txt), `sam deploy --resolve-s3` (the managed `aws-sam-cli-managed-d
 its bucket, artifacts and template uploaded to it, a change set created and executed), a record
 reaching the function, an update through a second change set, an empty redeploy, and `sam delete`.
 Everything is checked through boto3 as a user would. The SAM CLI is installed by tests/tool_setup.py
-into its own virtualenv in the tools cache. See /work/notes/tool_calls.md for the calls it makes."""
+into its own virtualenv in the tools cache."""
 from __future__ import annotations
 
 import os

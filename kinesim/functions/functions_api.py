@@ -354,6 +354,7 @@ def delete_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
         svc.versions.drop_function(name)  # its versions and aliases go with it
         svc.event_invoke_configs.drop_function(name)  # and their event invoke configurations
     svc.runtime.retire(name)
+    svc.invocation_stats.forget(name)
     if not fn.get("HotReload"):
         svc.code.remove(name)
     svc.layers.prune(svc.layer_packages_in_use())

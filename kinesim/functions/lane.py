@@ -39,6 +39,7 @@ class Lane(threading.Thread):
         # When the previous invocation ended: the batching window counts from there (AWS: "the
         # next window begins as soon as the previous function invocation completes").
         self.last_done = time.monotonic()
+        self.invoked_at = 0.0  # when the last invocation started (epoch s): the timeline's IteratorAge
 
     # running
 
@@ -182,15 +183,19 @@ class Lane(threading.Thread):
             outcome = self.attempt(part)
             if outcome.kind == "problem":
                 self.poller.set_result(outcome.problem)
+                self.poller.timeline.add_problem(outcome.problem, shard=self.shard.shard_id)
                 self.poller.stopped.wait(self.timing.problem_retry_s)
                 continue
             if outcome.kind == "ok":
                 parts.popleft()
                 self.poller.set_result(status.OK)
+                self.note("ok", part.items, part)
                 if not self.succeeded(outcome.state, part.items[-1].row[0] + 1 if parts else batch.next_index):
                     return False
                 continue
             self.poller.set_result(status.FUNCTION_FAILED)
+            if outcome.kind == "partial":
+                self.note("partial", part.items, part, done=outcome.failed_at)
             if outcome.kind == "partial" and outcome.failed_at > 0:
                 done, part.items = part.items[:outcome.failed_at], part.items[outcome.failed_at:]
                 if not self.succeeded(outcome.state, done[-1].row[0] + 1):
@@ -199,6 +204,7 @@ class Lane(threading.Thread):
                     continue
             elif outcome.kind == "error" and cfg.bisect and len(part.items) > 1:
                 half = len(part.items) // 2
+                self.note("bisected", part.items, part, halves=[half, len(part.items) - half])
                 parts.popleft()
                 parts.extendleft([Part(part.items[half:], part.invokes, last=part.last),
                                   Part(part.items[:half], part.invokes, last=part.last)])
@@ -211,6 +217,8 @@ class Lane(threading.Thread):
                 if not self.checkpoint(part.items[-1].row[0] + 1 if parts else batch.next_index):
                     return False
                 continue
+            if outcome.kind == "error":
+                self.note("retried", part.items, part)
             self.poller.stopped.wait(self.timing.backoff(part.retries))
         return True
 
@@ -225,6 +233,7 @@ class Lane(threading.Thread):
 
     def attempt(self, part: Part, final: bool = False, early: bool = False) -> Outcome:
         event = self.event(part.items, final, early)
+        self.invoked_at = time.time()
         try:
             invocation = self.poller.invoke(self.config.invoke_name, event)
         except AwsError as err:  # the batch did not reach the function: retried, not counted
@@ -280,9 +289,21 @@ class Lane(threading.Thread):
             if self.poller.stopped.wait(self.timing.problem_retry_s) or self.gone():
                 return False
         self.poller.set_result(before)
+        self.note("on-failure" if self.config.on_failure else "skipped", items, part, condition=condition,
+                  destination=self.config.on_failure)
         log.info("mapping %s: %d record(s) of %s discarded (%s)", self.config.uuid, len(items),
                  self.shard.shard_id, condition)
         return True
+
+    def note(self, outcome: str, items: list[Item], part: Part, **details: Any) -> None:
+        """Record what became of (part of) a batch in the mapping's timeline. `age_ms`: the
+        IteratorAge of its invocation (the newest record's age when the function was invoked)."""
+        last = part.last
+        self.poller.timeline.add(
+            outcome, len(items), shard=self.shard.shard_id, first=items[0].row[1], last=items[-1].row[1],
+            invokes=part.invokes, retries=part.retries, request_id=last.request_id if last else None,
+            error=last.function_error if last else None,
+            age_ms=round((self.invoked_at - items[-1].row[4]) * 1000) if last else None, **details)
 
     def close_window(self, early: bool = False) -> bool:
         """The window's final invocation (no records, isFinalInvokeForWindow), retried like a batch;

@@ -37,6 +37,7 @@ class MappingPoller:
         self.role_of: Callable[[str], str | None] | None = manager.role_of
         self.checkpoints = Checkpoints(manager.store, config.uuid)
         self.reporter = MappingStatus(self.checkpoints)
+        self.timeline = manager.timeline(config.uuid)  # what became of each batch (the console's)
         self.active = False
         self.stopped = threading.Event()
         self.wake = threading.Event()          # a shard ended, or stop: look again now
@@ -93,6 +94,14 @@ class MappingPoller:
     def status(self) -> dict[str, str]:
         return {"State": "Enabled" if self.active else "Disabled", "StateTransitionReason": "User action",
                 "LastProcessingResult": self.result}
+
+    def lag(self) -> dict[str, int]:
+        """Records put to the shards being read and not yet checkpointed (a lane's position is
+        the next record it will read), over those shards: {"records", "shards"}."""
+        with self.lock:
+            works = list(self.running.values())
+        behind = sum(max(0, work.shard.next_index - work.mark.position) for work in works)
+        return {"records": behind, "shards": len(works)}
 
     # shared by the lanes
 

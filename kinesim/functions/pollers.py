@@ -55,6 +55,7 @@ from ..kinesis.service import KinesisService
 from ..s3.objects import ObjectStore
 from ..store import Store
 from . import mapping_status as status
+from .batch_timeline import BatchTimeline
 from .batches import Invocation, Invoke
 from .checkpoints import Checkpoints
 from .failure_destinations import FailureSender
@@ -92,6 +93,9 @@ class MappingManager:
         self.role_of = role_of  # a function's execution role (its Role), by function name
         self.lock = threading.Lock()
         self.pollers: dict[str, MappingPoller | SqsPoller] = {}
+        # Each mapping's last batch outcomes (the web console's timeline); kept across a poller's
+        # restarts (reconfiguration, disable/enable), dropped with the mapping.
+        self.timelines: dict[str, BatchTimeline] = {}
         # The delays, as this module's attributes say when the manager is made (tests shorten them).
         self.timing = Timing(retry_backoff_s=RETRY_BACKOFF_S, retry_backoff_max_s=RETRY_BACKOFF_MAX_S,
                              problem_retry_s=PROBLEM_RETRY_S, scan_s=SCAN_S, idle_wait_s=IDLE_WAIT_S,
@@ -129,6 +133,19 @@ class MappingManager:
             if enabled:
                 poller.start()
 
+    def timeline(self, uuid: str) -> BatchTimeline:
+        """The mapping's batch outcomes (made on first use)."""
+        timeline = self.timelines.get(uuid)
+        if timeline is None:
+            timeline = self.timelines.setdefault(uuid, BatchTimeline())
+        return timeline
+
+    def lag(self, uuid: str) -> dict[str, int] | None:
+        """How far a running Kinesis mapping is behind its stream (MappingPoller.lag); None for
+        an SQS mapping or a stopped one."""
+        poller = self.pollers.get(uuid)
+        return poller.lag() if isinstance(poller, MappingPoller) and poller.active else None
+
     def check_destination(self, arn: str) -> None:
         """CreateEventSourceMapping/Update: refuse an OnFailure destination this server cannot reach."""
         self.failures.check_available(arn)
@@ -139,6 +156,7 @@ class MappingManager:
             poller = self.pollers.pop(uuid, None)
         if poller is not None:
             poller.stop()
+        self.timelines.pop(uuid, None)
         Checkpoints(self.store, uuid).delete_all()
 
     def status(self, uuid: str) -> dict[str, str]:

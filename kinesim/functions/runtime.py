@@ -21,7 +21,9 @@ from dataclasses import dataclass
 import orjson
 
 from . import python_sdk, runtime_sdks, runtimes
+from .invocation_stats import InvocationStats
 from .logs import FunctionLogs
+from .worker_pool import Pool, Retired
 from .worker_process import WorkerProcess
 
 log = logging.getLogger("kinesim.functions")
@@ -57,7 +59,8 @@ class FunctionRuntime:
         self.region = region
         self.account_id = account_id
         self.max_workers = max_workers_per_function
-        self._pools: dict[tuple[str, str], _Pool] = {}  # by (FunctionName, Version)
+        self._pools: dict[tuple[str, str], Pool] = {}  # by (FunctionName, Version)
+        self.stats = InvocationStats()  # every invocation's figures, for the web console
         self._lock = threading.Lock()
         self._closed = False
 
@@ -70,31 +73,46 @@ class FunctionRuntime:
         (decoded X-Amz-Client-Context), `identity` (Cognito) and the ARN the caller used
         (qualified or not) reach the handler's `context`."""
         request_id = request_id or str(uuid.uuid4())
+        waited = False
         while True:
             pool = self._pool(fn)
             try:
-                worker = pool.acquire()
+                worker, waited = pool.acquire()
                 break
-            except _Retired:  # the function changed while we waited: use the new configuration
+            except Retired:  # the function changed while we waited: use the new configuration
                 continue
+        result = None
         try:
             if worker is None:  # no idle environment: a cold start
                 try:
                     started = self._start(fn)
                 except _Unrunnable as e:
-                    return _unrunnable(request_id, str(e))
+                    result = _unrunnable(request_id, str(e))
+                    return result
                 worker = pool.started(started)
-                failed = self._init(worker, fn, request_id)
-                if failed is not None:
-                    return failed
-            return self._run(worker, fn, payload, request_id, {
+                result = self._init(worker, fn, request_id)
+                if result is not None:
+                    return result
+            result = self._run(worker, fn, payload, request_id, {
                 "client_context": client_context, "identity": identity,
                 "arn": invoked_function_arn or fn.get("FunctionArn")})
+            return result
         finally:
             if worker is not None:
                 pool.release(worker)
             else:
                 pool.start_failed()
+            if result is not None:  # the console's figures (an exception here is kinesim's, not counted)
+                self.stats.record(fn["FunctionName"], result.duration_ms, result.function_error is not None, waited)
+
+    def workers(self, function_name: str) -> dict[str, int]:
+        """The function's execution environments now, every version together: `idle` (warm,
+        waiting), `busy` (running an invocation), `starting` (a cold start under way)."""
+        with self._lock:
+            pools = [pool for key, pool in self._pools.items() if key[0] == function_name]
+        counts = [pool.counts() for pool in pools]
+        return {"idle": sum(c[0] for c in counts), "busy": sum(c[1] for c in counts),
+                "starting": sum(c[2] for c in counts)}
 
     def retire(self, function_name: str) -> None:
         """Stop the workers of every version of this function; running invocations finish first,
@@ -114,7 +132,7 @@ class FunctionRuntime:
 
     # --- environments -----------------------------------------------------------------------
 
-    def _pool(self, fn: dict) -> _Pool:
+    def _pool(self, fn: dict) -> Pool:
         signature = _signature(fn)
         key = (fn["FunctionName"], fn.get("Version") or "$LATEST")
         stale = None
@@ -125,7 +143,7 @@ class FunctionRuntime:
             if pool is None or pool.signature != signature:
                 # code or configuration changed without a retire(): AWS starts new environments too
                 stale = pool
-                pool = self._pools[key] = _Pool(signature, self.max_workers)
+                pool = self._pools[key] = Pool(signature, self.max_workers)
         if stale is not None:
             stale.retire()
         return pool
@@ -391,73 +409,3 @@ class _InvocationLog:
             if size >= TAIL_BYTES:
                 break
         return "".join(reversed(parts)).encode()[-TAIL_BYTES:].decode("utf-8", "ignore")
-
-
-class _Retired(Exception):
-    pass
-
-
-class _Pool:
-    """The workers of one function configuration: idle ones, busy ones, and room for more."""
-
-    def __init__(self, signature: tuple, limit: int):
-        self.signature = signature
-        self.limit = limit
-        self.idle: list[WorkerProcess] = []
-        self.busy: set[WorkerProcess] = set()
-        self.starting = 0
-        self.retired = False
-        self.closing = False  # retired with its busy workers stopped too
-        self.cond = threading.Condition()
-
-    def acquire(self) -> WorkerProcess | None:
-        """An idle worker, or None: the caller starts one (its place is kept). Waits when all
-        `limit` are busy; raises _Retired if the pool is retired meanwhile."""
-        with self.cond:
-            while True:
-                if self.retired:
-                    raise _Retired
-                if self.idle:
-                    worker = self.idle.pop()  # the most recently used: the others can stay cold
-                    self.busy.add(worker)
-                    return worker
-                if len(self.busy) + self.starting < self.limit:
-                    self.starting += 1
-                    return None
-                self.cond.wait()
-
-    def started(self, worker: WorkerProcess) -> WorkerProcess:
-        with self.cond:
-            self.starting -= 1
-            self.busy.add(worker)
-            if self.closing:  # started while the server shut down: its invocation sees EOF
-                worker.kill()
-        return worker
-
-    def start_failed(self) -> None:
-        with self.cond:
-            self.starting -= 1
-            self.cond.notify()
-
-    def release(self, worker: WorkerProcess) -> None:
-        with self.cond:
-            self.busy.discard(worker)
-            keep = worker.alive and not self.retired
-            if keep:
-                self.idle.append(worker)
-            self.cond.notify()
-        if not keep and worker.alive:
-            worker.stop()
-
-    def retire(self, stop_busy: bool = False) -> None:
-        """Idle workers stop now, busy ones when released, or at once with `stop_busy`."""
-        with self.cond:
-            self.retired = True
-            self.closing = stop_busy
-            idle, self.idle = self.idle, []
-            busy = list(self.busy) if stop_busy else []
-            self.cond.notify_all()
-        for worker in idle:
-            worker.stop()
-        for worker in busy:
-            worker.kill()  # its invoking thread sees EOF and reaps it

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..destinations import Destinations
     from ..kinesis.service import KinesisService
     from ..s3.objects import ObjectStore
+    from .invocation_stats import InvocationStats
     from .sqs_poller import QueueSource
 
 log = logging.getLogger("kinesim.functions")
@@ -254,6 +255,26 @@ class LambdaService:
                                      **extra)
         return VersionedInvocation(**{f.name: getattr(result, f.name) for f in dataclasses.fields(Invocation)},
                                    executed_version=fn.get("Version", "$LATEST"))
+
+    # figures for the web console (read-only)
+
+    @property
+    def invocation_stats(self) -> "InvocationStats":
+        """Every function's invocations, errors, throttles and durations of the last minutes."""
+        return self.runtime.stats
+
+    def warm_workers(self, name: str) -> dict[str, int]:
+        """The function's execution environments now: idle, busy, starting, and the most it gets."""
+        return {**self.runtime.workers(name), "max": self.runtime.max_workers}
+
+    def mapping_timeline(self, uuid: str) -> list[dict[str, Any]]:
+        """What became of the mapping's last batches, oldest first (batch_timeline.py)."""
+        timeline = self.manager.timelines.get(uuid)
+        return timeline.entries() if timeline is not None else []
+
+    def mapping_lag(self, uuid: str) -> dict[str, int] | None:
+        """Records a running Kinesis mapping has still to handle (None: SQS, or not running)."""
+        return self.manager.lag(uuid)
 
     def layer_packages_in_use(self) -> set[tuple[str, str]]:
         """(layer name, package id) of every layer a function or version uses: kept even once the

@@ -73,6 +73,7 @@ class SqsPoller:
         self.filters = FilterCriteria.parse({"Filters": [{"Pattern": p} for p in config.filter_patterns]})
         queues: QueueSource | None = manager.queues
         self.consumer = queues.consumer(config.source_arn) if queues is not None else None
+        self.timeline = manager.timeline(config.uuid)  # what became of each batch (the console's)
         self.concurrency = max(1, min(config.maximum_concurrency or DEFAULT_CONCURRENCY, LOCAL_MAX_CONCURRENCY))
         self.active = False
         self.stopped = threading.Event()
@@ -231,12 +232,16 @@ class SqsPoller:
             invocation = self.invoke(cfg.invoke_name, event)
         except AwsError as err:  # the function could not run (deleted, throttled): messages come back
             log.info("mapping %s: could not invoke %s: %s", cfg.uuid, cfg.invoke_name, err.message or err.code)
+            self.timeline.add_problem(f"PROBLEM: {err.message or err.code}")
             return []
-        if invocation.function_error:
-            return []
-        if not cfg.report_item_failures:
-            return [m.receipt_handle for m, _ in batch]
-        failed = failed_messages(invocation.payload, [m.message_id for m, _ in batch])
-        if failed is None:  # an answer AWS reads as "the whole batch failed"
-            return []
-        return [m.receipt_handle for m, _ in batch if m.message_id not in failed]
+        done: list[str] = []
+        if not invocation.function_error:
+            failed = failed_messages(invocation.payload, [m.message_id for m, _ in batch]) \
+                if cfg.report_item_failures else set()
+            # None: an answer AWS reads as "the whole batch failed"
+            done = [] if failed is None else [m.receipt_handle for m, _ in batch if m.message_id not in failed]
+        outcome = "ok" if len(done) == len(batch) else "partial" if done else "failed"
+        self.timeline.add(outcome, len(batch), done=len(done), request_id=invocation.request_id,
+                          error=invocation.function_error, first=batch[0][0].message_id,
+                          last=batch[-1][0].message_id)
+        return done

@@ -146,6 +146,7 @@ def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         svc.store.append_one(shard.uid, (index, seq, p["PartitionKey"], data, now))
         shard.next_index = index + 1
     notify(shard)
+    svc.write_rates[shard.uid].add(1, len(data))
     return encryption(stream, {"ShardId": shard.shard_id, "SequenceNumber": seq})
 
 
@@ -194,8 +195,11 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         svc.store.append_many(batches)
         for uid, index in next_index.items():
             touched[uid].next_index = index
-    for shard in touched.values():
+    rates = svc.write_rates
+    for uid, shard in touched.items():
         notify(shard)
+        batch = batches[uid]
+        rates[uid].add(len(batch), sum(len(row[3]) for row in batch))
     return encryption(stream, {"FailedRecordCount": failed, "Records": results})
 
 

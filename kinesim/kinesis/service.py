@@ -16,6 +16,7 @@ from ..protocol.errors import in_use, invalid_argument, not_found
 from ..protocol.operations import JsonService
 from ..protocol.validation import ModelValidator
 from ..long_polls import LongPolls
+from ..rates import SeriesMap
 from ..store import Store
 from .model import Shard, Stream
 from .operations import OPERATIONS
@@ -61,6 +62,9 @@ class KinesisService(JsonService):
         self.account_settings: dict[str, Any] = meta.get("account-settings", {})
         self.policies: dict[str, str] = store.documents("policy")
         self.meter = Meter()
+        # Records and bytes of data put per second, per shard uid (the web console's write rates):
+        # one `add` per shard per put request, forgotten with the stream (`drop`).
+        self.write_rates = SeriesMap(("records", "bytes"))
         self._finish_interrupted_drops()
         self.queues = QueueRegistry(self)  # Kinesis queues and their delivery state (queues.py)
         # Kinesis channels: given by channel_delivery.attach, with the object store's calls the edge
@@ -247,6 +251,7 @@ class KinesisService(JsonService):
                         self.store.delete_document("policy", arn)
             self.store.delete_records([s.uid for s in stream.shards])
             for shard in stream.shards:
+                self.write_rates.discard(shard.uid)
                 with shard.appended:
                     shard.appended.notify_all()
 
