@@ -12,8 +12,11 @@ import threading
 from .config import Settings
 
 DESCRIPTION = """\
-kinesim: a local, durable emulator of AWS Kinesis Data Streams (and, as it grows, the rest of
-the streaming stack) that boto3, the AWS CLI and other AWS SDKs use unchanged.
+kinesim: a local, durable emulator of the AWS streaming stack on one port: Kinesis Data Streams,
+Lambda (Python and Node.js functions, triggered by streams, queues, uploads and topics), Firehose,
+S3, SQS, SNS and CloudWatch Logs; CloudFormation (SAM and CDK templates deploy), STS and Parameter
+Store; Spark SQL over what was delivered, continuous queries over live streams, and a web console
+at http://localhost:4566/_kinesim/console/. boto3, the AWS CLI and other AWS SDKs use it unchanged.
 
 Point a client at it:
   aws --endpoint-url http://localhost:4566 kinesis list-streams

@@ -13,20 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import client_for, start_server, wait_for
+from readme_blocks import README, ROOT, blocks, section
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
 EXAMPLE = ROOT / "examples" / "pageviews_per_minute.py"
-
-
-def _code_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, re.S)
-
-
-def _section(title: str) -> str:
-    start = README.index(f"## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start:end if end >= 0 else None]
+# Every block, alone and twice: tests/test_readme_snippets.py.
 
 
 def _kinesim(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -37,7 +27,7 @@ def _kinesim(*args: str, **kw) -> subprocess.CompletedProcess:
 # ------------------------------------------------------------------ the boto3 quick start
 
 def test_quick_start_runs_twice_and_leaves_the_templates_clicks_stream_alone(server):
-    block = re.search(r"```python\n(.*?)```", _section("Quick start with boto3"), re.S)[1]
+    block = re.search(r"```python\n(.*?)```", section("Quick start with boto3"), re.S)[1]
     assert '"clicks"' not in block  # the template's stream: deploying after the quick start must work
     script = block.replace("http://localhost:4566", server.url)
     kinesis = client_for(server.url)
@@ -58,14 +48,30 @@ def test_quick_start_runs_twice_and_leaves_the_templates_clicks_stream_alone(ser
 def test_shell_blocks_name_the_venvs_python_and_aws():
     """A fresh machine may have no `python` or `aws`: `make serve` put both in .venv/bin."""
     bare = []
-    for block in _code_blocks("sh"):
-        for line in block.splitlines():
+    for block in blocks():
+        for line in block.code.splitlines() if block.language == "sh" else []:
             command = re.sub(r"^\s*(?:[A-Z_]+=\S+\s+)*", "", line)  # past VAR=value prefixes
-            if re.match(r"(python3?|aws|kinesim)\s", command) and "AWS CLI v2 only" not in line:
+            if re.match(r"(python3?|aws|kinesim)\s", command):
                 bare.append(line)
     assert bare == []
     prose = re.sub(r"```.*?```", "", README, flags=re.S)
     assert re.findall(r"`python3? [^`]*`", prose) == []
+
+
+# ------------------------------------------------------------------ what the commands say of themselves
+
+def test_kinesim_help_says_what_kinesim_emulates_now():
+    text = " ".join(_kinesim("--help").stdout.split())
+    assert "as it grows" not in text
+    for service in ("Kinesis", "Lambda", "Firehose", "S3", "SQS", "SNS", "CloudWatch Logs", "CloudFormation",
+                    "Spark SQL", "web console"):
+        assert service in text
+
+
+def test_readme_names_the_columns_kinesim_queries_prints():
+    from kinesim.analytics.queries_cli import LIST_COLUMNS
+    line = next(line for b in blocks() for line in b.code.splitlines() if re.search(r"kinesim queries\s+#", line))
+    assert line.split("#", 1)[1].strip() == ", ".join(LIST_COLUMNS)
 
 
 # ------------------------------------------------------------------ the example script
@@ -134,8 +140,8 @@ def test_kinesim_sql_leaves_no_spark_warehouse_in_the_working_directory(tmp_path
 
 @pytest.mark.slow
 def test_structured_streaming_example_prints_the_records_and_ends_cleanly(tmp_path_factory, tmp_path):
-    start = README.index("A stream can be read live with Spark Structured Streaming")
-    block = re.search(r"```python\n(.*?)```", README[start:], re.S)[1]
+    block = next(b.code for b in blocks() if b.name == "Spark #1")
+    assert "readStream" in block
     memory = start_server(tmp_path_factory, in_memory=True)
     try:
         kinesis = client_for(memory.url)

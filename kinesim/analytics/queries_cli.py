@@ -1,7 +1,8 @@
 """`kinesim queries`: the continuous queries `kinesim sql --continuous ... --into ... --name NAME`
 started, kept running in kinesim's warm Spark.
 
-  kinesim queries                       # list them: state, rows/s, last batch, watermark
+  kinesim queries                       # list them: name, state, into, rows/s in, rows/s done,
+                                        #   last batch, watermark
   kinesim queries show NAME             # the query, its target and last progress
   kinesim queries stop NAME             # stop it; it keeps its checkpoint
   kinesim queries resume NAME           # go on from the checkpoint: nothing read twice, nothing skipped
@@ -30,6 +31,9 @@ from .results import ascii_table, pairs, print_result, spark_error, spark_errors
 DESCRIPTION = __doc__
 DEFAULT_ENDPOINT = "http://localhost:4566"
 POLL_S = 0.5
+# What `kinesim queries` lists (README.md names them too). "rows/s in": read from the streams;
+# "rows/s done": processed; "last batch": the id of the last micro-batch that ended.
+LIST_COLUMNS = ["name", "state", "into", "rows/s in", "rows/s done", "last batch", "watermark"]
 
 
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -271,7 +275,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
                     out.write(json.dumps(row) + "\n")
             elif rows:
                 out.write(ascii_table(
-                    ["name", "state", "into", "rows/s in", "rows/s done", "batch", "watermark"],
+                    LIST_COLUMNS,
                     [[r["name"], r["state"], r["into"] or "", _num(r.get("input_rows_per_s")),
                       _num(r.get("processed_rows_per_s")), _num(r.get("batch")), r.get("watermark") or ""]
                      for r in rows], [False, False, False, True, True, True, False]))

@@ -89,7 +89,9 @@ def name_of(record: dict[str, Any], handler: ResourceHandler) -> str | None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    # milliseconds, as CloudFormation's times: a stack's LastUpdatedTime is never before the
+    # CreationTime (full precision) the service gave it
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 class _about:
