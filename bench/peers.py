@@ -69,6 +69,8 @@ def command(name: str, port: int, data_dir: Path) -> list[str]:
 class Server:
     """One server under test, running as a subprocess on a free port."""
 
+    poll_s = 0.1  # how often start() looks whether it is ready
+
     def __init__(self, name: str, work_dir: Path):
         self.name = name
         self.port = free_port()
@@ -119,7 +121,7 @@ class Server:
                     return
             except Exception:
                 pass
-            time.sleep(0.1)
+            time.sleep(self.poll_s)
         raise TimeoutError(f"{self.name} not ready on {self.endpoint} after {timeout:.0f}s\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 20) -> str:

@@ -200,19 +200,37 @@ def steps(args, records: int, s3_root: Path, formats: list[str]) -> dict:
     return {"session_start_s": start_s, "master": args.master, "runs": results}
 
 
+def late_object(fmt: str, records: int = 1000) -> tuple[str, bytes, int]:
+    """One more object of the table's delivery stream, an hour after the others, its records with a
+    field the others do not have (a JSON table's schema changes); returns (key, body, records)."""
+    when = datetime(2024, 5, 1, 11, tzinfo=timezone.utc)
+    batch = [json.dumps({**json.loads(r), "campaign": "spring"}).encode() + b"\n"
+             for r in click_records(records, seed=8)]
+    if fmt == "json":
+        return (keys.object_key("json/", "clicks-json", 1, when, extension=compression.extension("GZIP")),
+                compression.compress(b"".join(batch), "GZIP"), records)
+    body, errors = conversion.convert([r.rstrip(b"\n") for r in batch], CONVERSION, columns=COLUMNS)
+    assert body is not None and not errors, errors[:3]
+    return keys.object_key("parquet/", "clicks-parquet", 1, when, extension=conversion.extension(CONVERSION)), \
+        body, records
+
+
 def cli(args, records: int, s3_root: Path, fmt: str, work_dir: Path) -> dict:
-    """`kinesim sql` as a subprocess against a fresh server: cold, warm, local[*]."""
+    """`kinesim sql` as a subprocess against a fresh server: first and warm commands after the warm
+    Spark started, a count after one more object, cold, local[*]."""
     stream, prefix = {"json": ("clicks-json", "json/"), "parquet": ("clicks-parquet", "parquet/")}[fmt]
     extra = {"Prefix": prefix, "ErrorOutputPrefix": "errors/"}
     extra.update({"CompressionFormat": "GZIP"} if fmt == "json" else {
         "DataFormatConversionConfiguration": CONVERSION, "BufferingHints": {"SizeInMBs": 128,
                                                                             "IntervalInSeconds": 300}})
 
-    def check(rows: list[dict]) -> None:
-        assert sum(r["views"] for r in rows) == records, f"{sum(r['views'] for r in rows)} views, not {records}"
+    def check(rows: list[dict], total: int) -> None:
+        assert sum(r["views"] for r in rows) == total, f"{sum(r['views'] for r in rows)} views, not {total}"
+    table = stream.replace("-", "_")
     figures = sql_warm.measure(work_dir, records, s3_root / BUCKET, BUCKET, prefix, stream, extra,
-                               QUERY.format(table=stream.replace("-", "_")), check, warm=args.warm,
-                               spark_memory=args.spark_memory, local=not args.no_local)
+                               QUERY.format(table=table), check, warm=args.warm,
+                               spark_memory=args.spark_memory, local=not args.no_local,
+                               count_query=f"SELECT count(*) AS n FROM {table}", late=late_object(fmt))
     return {"format": fmt, **figures}
 
 

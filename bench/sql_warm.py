@@ -141,14 +141,17 @@ def _alive(pid: int) -> bool:
 
 def measure(work_dir: Path, records: int, bucket_dir: Path, bucket: str, prefix: str, stream: str,
             extra: dict, query: str, check, warm: int = 3, spark_memory: str | None = None,
-            local: bool = True) -> dict:
-    """The figures of one table size on a fresh server. `check(rows)` raises when an answer is wrong."""
+            local: bool = True, count_query: str | None = None, late: tuple[str, bytes, int] | None = None) -> dict:
+    """The figures of one table size on a fresh server. `check(rows, records)` raises when an answer
+    over `records` records is wrong;
+    `count_query` answers one row `n` (the records); `late` is an object (key, body, records)
+    delivered after the warm commands, which the next count must include."""
     server = Server("kinesim", work_dir / f"cli-{records}").start()
     data_dir = server.dir / "data"
     figures: dict = {"records": records}
     try:
         measure_queries(server, figures, bucket_dir, bucket, prefix, stream, extra, query, check, warm,
-                        spark_memory, local)
+                        spark_memory, local, count_query, late)
     except Exception as e:  # noqa: BLE001 - keep what was measured before the failure
         figures["error"] = f"{type(e).__name__}: {e}"
         log(f"  {records:,}: FAILED: {figures['error'][:2000]}")
@@ -156,61 +159,108 @@ def measure(work_dir: Path, records: int, bucket_dir: Path, bucket: str, prefix:
         server.stop()
         stop_warm_spark(data_dir)
     log(f"  {records:,}: " + ", ".join(f"{label} {figures[key]:.1f} s" for label, key in (
-        ("cold", "cold_s"), ("warm", "warm_median_s"), ("local[*]", "local_s")) if figures.get(key) is not None))
+        ("first", "first_count_s"), ("warm count", "warm_count_median_s"), ("warm", "warm_median_s"),
+        ("cold", "cold_s"), ("local[*]", "local_s")) if figures.get(key) is not None))
     return figures
 
 
+def start_supervisor(endpoint: str, state: Path, memory: str | None) -> float:
+    """What `kinesim serve --spark` does: start the warm Spark's supervisor at once; the seconds
+    until it records the Spark Connect server as ready (listening, and warmed up by a first query)."""
+    started = time.perf_counter()
+    command = [PYTHON, "-m", "kinesim.analytics.connect_server", endpoint] + (["--memory", memory] if memory else [])
+    subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, cwd=REPO_DIR)
+    while not state.exists():
+        if time.perf_counter() - started > QUERY_TIMEOUT_S:
+            raise TimeoutError(f"the warm Spark did not start in {QUERY_TIMEOUT_S} s")
+        time.sleep(0.05)
+    return time.perf_counter() - started
+
+
+def one(rows: list[dict]) -> None:
+    assert rows == [{"one": 1}], rows
+
+
+def median_of(endpoint: str, query: str, warm: int, check) -> list[float]:
+    times = []
+    for _ in range(warm):
+        run = kinesim_sql(endpoint, query)
+        check(run.rows)
+        times.append(run.seconds)
+    return times
+
+
 def measure_queries(server: Server, figures: dict, bucket_dir: Path, bucket: str, prefix: str, stream: str,
-                    extra: dict, query: str, check, warm: int, spark_memory: str | None, local: bool) -> None:
+                    extra: dict, query: str, check, warm: int, spark_memory: str | None, local: bool,
+                    count_query: str | None, late: tuple[str, bytes, int] | None) -> None:
     records = figures["records"]
     figures["upload_bytes"] = upload(server.endpoint, bucket, bucket_dir, prefix, {stream: extra})
     memory = ("--spark-memory", spark_memory) if spark_memory else ()
-    log(f"  {records:,}: cold kinesim sql (starts the warm Spark) ...")
     state = server.dir / "data" / "spark-connect" / "server.json"
+
+    def counted(expected: int):
+        def check_count(rows: list[dict]) -> None:
+            assert rows == [{"n": expected}], f"{rows}, not {expected} records"
+        return check_count
+    # As after `kinesim serve --spark`: the supervisor starts (and warms up) Spark before any query.
+    figures["serve_spark_ready_s"] = start_supervisor(server.endpoint, state, spark_memory)
+    log(f"  {records:,}: warm Spark ready {figures['serve_spark_ready_s']:.1f} s after its supervisor started")
+    if count_query:
+        first = kinesim_sql(server.endpoint, count_query)
+        counted(records)(first.rows)
+        figures["first_count_s"] = first.seconds
+        log(f"  {records:,}: first command (count): {first.seconds:.1f} s")
+        figures["warm_count_s"] = median_of(server.endpoint, count_query, warm, counted(records))
+        figures["warm_count_median_s"] = statistics.median(figures["warm_count_s"])
+        log(f"  {records:,}: warm count: {', '.join(f'{t:.1f}' for t in figures['warm_count_s'])} s")
+    figures["warm_s"] = median_of(server.endpoint, query, warm, lambda rows: check(rows, records))
+    figures["warm_median_s"] = statistics.median(figures["warm_s"])
+    log(f"  {records:,}: warm GROUP BY: {', '.join(f'{t:.1f}' for t in figures['warm_s'])} s")
+    figures["select1_median_s"] = statistics.median(median_of(server.endpoint, "SELECT 1 AS one", warm, one))
+    total = records
+    if count_query and late:
+        key, body, added = late
+        total += added
+        boto(server.endpoint, "s3").put_object(Bucket=bucket, Key=key, Body=body)
+        run = kinesim_sql(server.endpoint, count_query)
+        counted(total)(run.rows)
+        figures["after_new_object_count_s"] = run.seconds
+        log(f"  {records:,}: count after a new object ({added:,} records, a new field): {run.seconds:.1f} s")
+    # The first query of a `kinesim sql` that starts the warm Spark itself (none runs).
+    stop_warm_spark(server.dir / "data")
+    log(f"  {records:,}: cold kinesim sql (starts the warm Spark) ...")
     cold = kinesim_sql(server.endpoint, query, *memory, watch=state)
     figures["cold_s"], figures["cold_spark_listening_s"] = cold.seconds, cold.appeared
-    check(cold.rows)
-    log(f"  {records:,}: cold: {figures['cold_s']:.1f} s (Spark Connect server listening after "
+    check(cold.rows, total)
+    log(f"  {records:,}: cold: {figures['cold_s']:.1f} s (Spark Connect server ready after "
         f"{figures['cold_spark_listening_s'] or 0:.1f} s)")
-    times = []
-    for i in range(warm):
-        seconds, rows, _ = kinesim_sql(server.endpoint, query)
-        check(rows)
-        times.append(seconds)
-        log(f"  {records:,}: warm {i + 1}: {seconds:.1f} s")
-    figures["warm_s"] = times
-    figures["warm_median_s"] = statistics.median(times)
-    ones = []
-    for _ in range(warm):
-        seconds, rows, _ = kinesim_sql(server.endpoint, "SELECT 1 AS one")
-        assert rows == [{"one": 1}], rows
-        ones.append(seconds)
-    figures["select1_median_s"] = statistics.median(ones)
     if local:
         log(f"  {records:,}: kinesim sql --master local[*] ...")
         conf = ("--conf", f"spark.driver.memory={spark_memory}") if spark_memory else ()
         figures["local_s"], rows, _ = kinesim_sql(server.endpoint, query, "--master", "local[*]", *conf)
-        check(rows)
+        check(rows, total)
 
 
 def report(runs: list[dict], fmt: str, warm: int) -> None:
     print(f"\n`kinesim sql --format json` wall time, a new process per query ({fmt} table; "
           f"{os.cpu_count()} cores)\n")
-    header = (f"{'records':>10}{'cold s':>9}{'(Spark up)':>11}{'warm s':>9}{'warm SELECT 1 s':>17}"
-              f"{'local[*] s':>12}{'cold/warm':>11}")
+    columns = [("records", None), ("Spark ready", "serve_spark_ready_s"), ("first count", "first_count_s"),
+               ("warm count", "warm_count_median_s"), ("warm GROUP BY", "warm_median_s"),
+               ("warm SELECT 1", "select1_median_s"), ("new object", "after_new_object_count_s"),
+               ("cold", "cold_s"), ("local[*]", "local_s")]
+    widths = [max(len(label), 8) + 2 for label, _ in columns]
+    header = "".join(f"{label:>{w}}" for (label, _), w in zip(columns, widths))
     print(header)
     print("-" * len(header))
-
-    def cell(value: float | None) -> str:
-        return "-" if value is None else f"{value:.1f}"
     for r in runs:
-        cold, warm_s = r.get("cold_s"), r.get("warm_median_s")
-        ratio = f"{cold / warm_s:.1f}x" if cold and warm_s else "-"
-        print(f"{r['records']:>10,}{cell(cold):>9}{cell(r.get('cold_spark_listening_s')):>11}{cell(warm_s):>9}"
-              f"{cell(r.get('select1_median_s')):>17}{cell(r.get('local_s')):>12}{ratio:>11}")
+        cells = [f"{r['records']:,}"] + ["-" if r.get(key) is None else f"{r[key]:.1f}" for _, key in columns[1:]]
+        print("".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     for r in runs:
         if r.get("error"):
             print(f"{r['records']:,}: failed after the figures shown: {r['error'][:300]}")
-    print(f"cold: the first query, which starts the warm Spark Connect server (Spark up: when that listened);\n"
-          f"warm: median of the next {warm}; warm SELECT 1: a warm command's fixed cost (imports, table registration\n"
-          "with JSON schema inference); local[*]: Spark in the command's own process (a JVM per command).")
+    print(f"seconds. Spark ready: from the supervisor's start (as `kinesim serve --spark` starts it) to the Spark\n"
+          f"Connect server recorded ready; first count: the first command then; warm: medians of {warm} more;\n"
+          "warm SELECT 1: a warm command's fixed cost; new object: a count after one more object was delivered\n"
+          "(records with a new field); cold: a `kinesim sql` that starts the warm Spark itself (none runs; the\n"
+          "GROUP BY); local[*]: Spark in the command's own process (a JVM per command).")

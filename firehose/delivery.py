@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from . import compression, conversion, keys, partitioning
+from . import compression, keys, partitioning
 from .activity import Activity, tally
 from .buffers import Buffer, Record
 from .jq_runner import JqPool, JqUnavailable
@@ -112,6 +112,7 @@ def data_objects(cfg: FlushConfig, items: list[Item], failures: Failures) -> lis
     for _, group in _partition(cfg, items, failures):
         records = [i.record for i in group]
         if conversion_cfg.get("Enabled"):
+            from . import conversion  # pyarrow: loaded by the first delivery stream that converts
             body, errors = conversion.convert([i.data for i in group], conversion_cfg)
             by_data = {}
             for i in group:

@@ -1,18 +1,25 @@
 """kinesim's own routes (`/_kinesim/...`), for its command-line tools and tests: health, stack
-state for `kinesim deploy`, function logs and code, Firehose delivery metrics."""
+state for `kinesim deploy`, function logs and code, Firehose delivery metrics, the web console,
+and which modules the server has loaded.
+
+They are a Flask app, made (Flask, the console and all) on the first request to one of them:
+a server that is only asked AWS calls never loads Flask. `/_kinesim/modules` is answered
+without it."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import orjson
-from flask import Flask, abort, jsonify, request, send_file
 
-from .functions.runtimes import runnable as runnable_runtimes
-from .webconsole import register as register_console
+from .lazy import Lazy
 
 if TYPE_CHECKING:
+    from flask import Flask
+
     from .edge import Edge
 
 _FUNCTION_NAME = re.compile(r"[a-zA-Z0-9-_]{1,64}")
@@ -25,8 +32,45 @@ def is_loopback(address: str | None) -> bool:
         return False
 
 
-def admin_app(edge: "Edge") -> Flask:
+class OwnRoutes:
+    """The WSGI app of `/_kinesim/...` (and of the pages the edge gives no service)."""
+
+    def __init__(self, edge: "Edge"):
+        self.app = Lazy(lambda: admin_app(edge))
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/_kinesim/modules":
+            return loaded_modules(environ, start_response)
+        return self.app.get()(environ, start_response)
+
+    def __getattr__(self, name: str) -> Any:  # the Flask app's own (test_client, url_map, ...)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.app.get(), name)
+
+
+def loaded_modules(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+    """GET /_kinesim/modules: the top-level names of the modules this server process has
+    imported (`{"modules": ["base64", "firehose", ...]}`), to check what a server loads before
+    it is asked for it (tests/test_startup_imports.py). This machine only: it says what runs here."""
+    if not is_loopback(environ.get("REMOTE_ADDR")):
+        status, doc = "403 Forbidden", {"message": "/_kinesim/modules answers this machine only"}
+    elif environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        status, doc = "405 Method Not Allowed", {"message": "GET /_kinesim/modules"}
+    else:
+        status, doc = "200 OK", {"modules": sorted({name.partition(".")[0] for name in list(sys.modules)})}
+    body = orjson.dumps(doc)
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def admin_app(edge: "Edge") -> "Flask":
     """The Flask app of kinesim's own routes, over the edge's services."""
+    from flask import Flask, abort, jsonify, request, send_file
+
+    from .functions.runtimes import runnable as runnable_runtimes
+    from .webconsole import register as register_console
+
     app = Flask("kinesim")
 
     # A delivery stream's delivery metrics (CloudWatch's DeliveryToS3.* and friends).
@@ -49,7 +93,7 @@ def admin_app(edge: "Edge") -> Flask:
             # this machine reads delivered objects from there. Other machines have no use for
             # the paths and are not told them.
             doc.update(data_dir=None if edge.settings.in_memory else edge.settings.data_dir,
-                       s3_root=edge.objects.root)
+                       s3_root=os.path.realpath(edge.s3_root))  # the object store's root, unmade
         return jsonify(doc)
 
     # A stack's state as the CloudFormation engine keeps it (what each resource is, the operation

@@ -1,5 +1,6 @@
-"""The warm Spark Connect server: `kinesim sql` starts it once, later queries reuse it, new
-deliveries are visible to the next query, and it stops with the kinesim server."""
+"""The warm Spark Connect server: `kinesim sql` starts it once (and warms it up), later queries
+reuse it, new deliveries (with new fields) and deleted objects are seen by the next query, SQL
+errors are one line, and it stops with the kinesim server."""
 from __future__ import annotations
 
 import json
@@ -18,17 +19,17 @@ ROLE = "arn:aws:iam::000000000000:role/firehose"
 BUCKET = "warm-lake"
 
 
-def _sql(url: str, query: str) -> tuple[float, subprocess.CompletedProcess]:
+def _sql(url: str, query: str, *options: str) -> tuple[float, subprocess.CompletedProcess]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "kinesim", "sql", "--endpoint-url", url, "--format", "json", query],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "kinesim", "sql", "--endpoint-url", url, "--format", "json",
+                           *options, query], capture_output=True, text=True, timeout=300)
     return time.monotonic() - started, proc
 
 
-def _deliver(url: str, first: int, count: int, expected_objects: int) -> None:
+def _deliver(url: str, first: int, count: int, expected_objects: int, **extra) -> None:
     fh = client_for(url, "firehose")
     s3 = client_for(url, "s3", s3={"addressing_style": "path"})
-    records = [{"Data": json.dumps({"n": i}).encode() + b"\n"} for i in range(first, first + count)]
+    records = [{"Data": json.dumps({"n": i, **extra}).encode() + b"\n"} for i in range(first, first + count)]
     assert fh.put_record_batch(DeliveryStreamName="warm", Records=records)["FailedPutCount"] == 0
     deadline = time.monotonic() + 60
     while len(s3.list_objects_v2(Bucket=BUCKET, Prefix="warm/").get("Contents", [])) < expected_objects:
@@ -46,6 +47,8 @@ def test_second_query_reuses_the_warm_server_and_sees_new_deliveries(tmp_path_fa
                 "RoleARN": ROLE, "BucketARN": f"arn:aws:s3:::{BUCKET}", "Prefix": "warm/",
                 "BufferingHints": {"IntervalInSeconds": 0}})
         _deliver(server.url, 0, 100, 1)
+        s3 = client_for(server.url, "s3", s3={"addressing_style": "path"})
+        [first_object] = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
         query = "SELECT count(*) AS n, sum(n) AS total FROM warm"
         cold, first = _sql(server.url, query)
         assert first.returncode == 0, first.stderr
@@ -56,13 +59,40 @@ def test_second_query_reuses_the_warm_server_and_sees_new_deliveries(tmp_path_fa
         with open(os.path.join(directory, STATE_FILE)) as f:
             recorded = json.load(f)
 
-        _deliver(server.url, 100, 50, 2)  # after the Spark server started
-        warm, second = _sql(server.url, query)
+        # Spark was warmed up before it was recorded ready, without a failure; the table's schema
+        # is kept with the server's state.
+        with open(os.path.join(directory, "spark.log")) as f:
+            assert "Traceback" not in f.read()
+        assert os.listdir(os.path.join(directory, "schemas"))
+
+        _deliver(server.url, 100, 50, 2, tag="new")  # after the Spark server started, with a new field
+        warm, second = _sql(server.url, "SELECT count(*) AS n, sum(n) AS total, count(tag) AS tagged FROM warm")
         assert second.returncode == 0, second.stderr
-        assert json.loads(second.stdout) == {"n": 150, "total": sum(range(150))}
+        assert json.loads(second.stdout) == {"n": 150, "total": sum(range(150)), "tagged": 50}
         assert "Spark is starting" not in second.stderr
         print(f"cold {cold:.1f} s, warm {warm:.1f} s")
         assert warm < cold
+
+        # A typo: Spark's message in one line, exit 1; --verbose adds the plan and the stack trace.
+        for typo, condition in (("SELECT nope FROM warm", "UNRESOLVED_COLUMN.WITH_SUGGESTION"),
+                                ("SELEC n FROM warm", "PARSE_SYNTAX_ERROR")):
+            _, failed = _sql(server.url, typo)
+            assert failed.returncode == 1 and failed.stdout == ""
+            assert failed.stderr.startswith(f"kinesim sql: error: [{condition}] ") and \
+                failed.stderr.count("\n") == 1, failed.stderr
+        _, verbose = _sql(server.url, "SELECT nope FROM warm", "--verbose")
+        assert verbose.returncode == 1 and "JVM stacktrace:" in verbose.stderr and "at org.apache.spark" in verbose.stderr
+
+        # Deleted objects, then the bucket: the next query answers from what is left.
+        s3.delete_object(Bucket=BUCKET, Key=first_object)
+        _, third = _sql(server.url, "SELECT count(*) AS n, count(tag) AS tagged FROM warm")
+        assert third.returncode == 0, third.stderr
+        assert json.loads(third.stdout) == {"n": 50, "tagged": 50}
+        for left in s3.list_objects_v2(Bucket=BUCKET)["Contents"]:
+            s3.delete_object(Bucket=BUCKET, Key=left["Key"])
+        s3.delete_bucket(Bucket=BUCKET)
+        _, last = _sql(server.url, "SELECT 1 AS one")
+        assert last.returncode == 0 and json.loads(last.stdout) == {"one": 1}, last.stderr
     finally:
         code = server.stop()
     # Stopped with the kinesim server, which waited for it (its own exit, not a SIGKILL): the

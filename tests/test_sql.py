@@ -363,3 +363,80 @@ def test_records_written_back_to_back_are_split_into_lines(tmp_path):
     assert not tables_mod._back_to_back(b'{"a": 1}\n{"a": 2}\n')
     assert not tables_mod._back_to_back(b'{"a": "' + b"x" * 100)  # cannot tell: leave it to Spark
     assert tables_mod._json_lines(b'{"a":1}{"b":[1,2]}\n{"c":"}{"}') == b'{"a":1}\n{"b":[1,2]}\n{"c":"}{"}\n'
+
+
+# ------------------------------------------------------------------ JSON schemas kept between commands
+
+def _struct(**fields):
+    from pyspark.sql.types import StructField, StructType
+    return StructType([StructField(name, t, True) for name, t in fields.items()])
+
+
+def test_schemas_merge_as_spark_infers_or_not_at_all():
+    from pyspark.sql.types import ArrayType, DoubleType, LongType, StringType
+    from kinesim.analytics.json_schemas import merge
+    old = _struct(a=LongType(), s=_struct(x=StringType()), tags=ArrayType(_struct(k=LongType())))
+    new = _struct(B=StringType(), a=LongType(), s=_struct(w=LongType()), tags=ArrayType(_struct(j=StringType())))
+    # Fields are unioned at every depth, sorted by name as Spark sorts them (Java's order: "B" < "a").
+    assert merge(old, new) == _struct(B=StringType(), a=LongType(), s=_struct(w=LongType(), x=StringType()),
+                                      tags=ArrayType(_struct(j=StringType(), k=LongType())))
+    # Where Spark would widen (long + double) or fall back to string, no merge: infer everything again.
+    assert merge(old, _struct(a=DoubleType())) is None
+    assert merge(_struct(a=StringType()), _struct(a=LongType())) is None   # a field null so far, now a number
+    assert merge(old, _struct(s=StringType())) is None
+
+
+def test_kept_schema_infers_only_new_objects_and_starts_over_when_one_is_gone(tmp_path):
+    from pyspark.sql.types import DoubleType, LongType, StringType
+    from kinesim.analytics.json_schemas import SchemaCache
+    cache, calls = SchemaCache(str(tmp_path)), []
+    answers = {("k1",): _struct(a=LongType()), ("k2",): _struct(b=StringType()), ("k3",): _struct(a=DoubleType()),
+               None: _struct(a=DoubleType(), b=StringType())}
+
+    def infer(keys):
+        calls.append(keys)
+        return answers[tuple(keys) if keys else None]
+    assert cache.schema("t", {"k1": [1, 1]}, lambda keys: _struct(a=LongType())) == _struct(a=LongType())
+    assert cache.schema("t", {"k1": [1, 1]}, infer) == _struct(a=LongType()) and calls == []   # nothing new
+    assert cache.schema("t", {"k1": [1, 1], "k2": [1, 1]}, infer) == _struct(a=LongType(), b=StringType())
+    assert calls == [["k2"]]                                                   # the new object only
+    assert cache.schema("t", {"k1": [1, 1], "k2": [1, 1], "k3": [1, 1]}, infer) == answers[None]
+    assert calls[1:] == [["k3"], None]                                        # a type conflict: everything
+    calls.clear()
+    cache.schema("t", {"k2": [1, 1], "k3": [1, 1]}, infer)                    # k1 deleted
+    cache.schema("t", {"k2": [1, 1], "k3": [2, 1]}, infer)                    # k3 rewritten
+    assert calls == [None, None]
+    assert cache.schema("other", {"k2": [1, 1], "k3": [2, 1]}, infer) and calls[-1] is None   # another table
+    assert SchemaCache(str(tmp_path), "spark.sql.x=1").schema("t", {"k2": [1, 1], "k3": [2, 1]}, infer) \
+        and calls[-1] is None                                                 # other Spark settings
+
+
+@pytest.mark.slow
+def test_kept_schemas_give_what_spark_infers(spark, tmp_path):
+    """The views read with a kept schema have the columns Spark's own inference gives, in its order,
+    as objects come (new fields, conflicting types) and go; also with partition directories whose
+    column is a record field too."""
+    from kinesim.analytics.json_schemas import SchemaCache
+    from kinesim.analytics.tables import Catalog, prefix_source, register_sources
+    data, cache = tmp_path / "data", SchemaCache(str(tmp_path / "schemas"))
+    suffix = "-1-2024-05-01-10-00-00-0b1c2d3e-aaaa-bbbb-cccc-00000000000"
+
+    def put(n: int, page: str, *records: dict) -> None:
+        path = data / f"page={page}" / f"s{suffix}{n}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    def check(rows: int) -> None:
+        catalog = register_sources(spark, [prefix_source("evolving", str(data), None)], Catalog(), schemas=cache)
+        assert [t.partition_columns for t in catalog.tables] == [["page"]], catalog.notes
+        assert spark.table("evolving").schema == spark.read.json(str(data)).schema
+        assert spark.table("evolving").count() == rows
+    put(1, "home", {"page": "home", "z": 1, "a": {"x": 1}})
+    check(1)
+    put(2, "cart", {"page": "cart", "b": "new", "a": {"y": [1]}}, {"page": "cart", "z": 2})
+    check(3)
+    assert spark.sql("SELECT count(b), count(a.y) FROM evolving").first() == (1, 1)
+    put(3, "home", {"page": "home", "z": 2.5})         # long, then double: Spark widens
+    check(4)
+    (data / "page=home" / f"s{suffix}1").unlink()
+    check(3)

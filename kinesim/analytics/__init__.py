@@ -97,7 +97,9 @@ def connect(endpoint_url: str | None = None, *, tables: dict[str, str] | None = 
         address = remote or ensure(endpoint, catalog.s3_root or scratch_root(), memory, log.warning)
         spark = remote_session(address, {k: str(v) for k, v in conf.items()})
         register(spark)
-    register_sources(spark, sources, catalog, cache_dir)
+    from .connect_server import schema_cache
+    schemas = schema_cache(catalog.s3_root, {k: str(v) for k, v in conf.items()}) if catalog.s3_root else None
+    register_sources(spark, sources, catalog, cache_dir, schemas=schemas)
     for note in catalog.notes:
         log.warning("%s", note)
     return spark

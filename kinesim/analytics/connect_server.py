@@ -7,9 +7,12 @@ The Spark server (PySpark's own ``SparkConnectServer`` class, run with ``spark-s
 child of a small supervisor process (``python -m kinesim.analytics.connect_server ENDPOINT``)
 that outlives the `kinesim sql` which started it and stops Spark when the kinesim server stops
 answering its health check: Spark is "stopped with the server" whoever started it
-(`kinesim serve --spark` starts the same supervisor at once). Its state lives next to the
-server's buckets (``<data dir>/spark-connect/``): ``server.json`` (pid, port) once Spark listens,
-the warehouse and Derby metastore directories, and Spark's log (``spark.log``).
+(`kinesim serve --spark` starts the same supervisor at once). Once Spark listens, the supervisor
+runs its first queries (`warmup`: a new JVM's first queries cost several times later ones) and
+only then records it as ready, so the user's first query finds a warmed-up Spark. Its state lives
+next to the server's buckets (``<data dir>/spark-connect/``): ``server.json`` (pid, port) once
+Spark is ready, the warehouse and Derby metastore directories, JSON tables' kept schemas
+(``schemas/``, `json_schemas`), and Spark's log (``spark.log``).
 """
 from __future__ import annotations
 
@@ -34,10 +37,19 @@ START_TIMEOUT_S = 180.0
 # Health checks the kinesim server may miss in a row (a busy machine) before Spark is stopped.
 MISSES_BEFORE_STOP = 5
 CHECK_EVERY_S = 2.0
+# The warm-up takes ~5-15 s on a quiet 2-core machine; past this Spark is recorded ready anyway.
+WARM_UP_TIMEOUT_S = 120.0
 
 
 def state_dir(s3_root: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(s3_root)), STATE_DIR_NAME)
+
+
+def schema_cache(s3_root: str, conf: dict[str, str] | None = None):
+    """JSON tables' schemas (`json_schemas.SchemaCache`), kept with the warm Spark's state; `conf`,
+    the session's Spark settings, may change what Spark infers."""
+    from .json_schemas import SchemaCache
+    return SchemaCache(os.path.join(state_dir(s3_root), "schemas"), json.dumps(sorted((conf or {}).items())))
 
 
 def _free_port() -> int:
@@ -203,9 +215,17 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     state_path = os.path.join(directory, STATE_FILE)
     recorded, misses = False, 0
+    warming: subprocess.Popen | None = None
+    warm_until = 0.0
     try:
         while not stop.is_set() and spark.poll() is None:
-            if not recorded and _listening(port):
+            if not recorded and warming is None and _listening(port):
+                # Its first queries before anyone's (see warmup): a `kinesim sql` meanwhile waits for them.
+                warming = _warm_up(port, directory, endpoint_url, env)
+                warm_until = time.monotonic() + WARM_UP_TIMEOUT_S
+            if not recorded and warming is not None and (warming.poll() is not None
+                                                         or time.monotonic() > warm_until):
+                stop_process(warming)
                 tmp = f"{state_path}.{os.getpid()}"
                 with open(tmp, "w") as f:
                     json.dump({"pid": spark.pid, "port": port, "supervisor": os.getpid()}, f)
@@ -221,8 +241,19 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
         with contextlib.suppress(OSError):
             if recorded:
                 os.unlink(state_path)
+        if warming is not None:
+            stop_process(warming)
         stop_process(spark, group=True)
     return 0
+
+
+def _warm_up(port: int, directory: str, endpoint_url: str, env: dict[str, str]) -> subprocess.Popen:
+    """Start the warm-up (`warmup`: first queries, then the server's tables' schemas), its output
+    to spark.log."""
+    with open(os.path.join(directory, "spark.log"), "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "kinesim.analytics.warmup", f"sc://127.0.0.1:{port}", directory,
+                                 endpoint_url],
+                                cwd=directory, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
 
 def stop_supervisor(data_root: str, timeout: float = 20.0) -> None:

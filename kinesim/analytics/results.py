@@ -132,20 +132,33 @@ def write_result(df: Any, path: str, fmt: str) -> int:
 
 # ---------------------------------------------------------------------------- Spark's errors
 
-def spark_error(err: BaseException) -> str:
-    """What went wrong, in Spark's words, without a Java stack trace or query plan."""
+_STACK = "\n\nJVM stacktrace:\n"  # how PySpark appends the server's (or driver's) Java stack trace
+
+
+def spark_error(err: BaseException, verbose: bool = False) -> str:
+    """What went wrong, in Spark's words: its message without a Java stack trace or query plan
+    (Spark Connect's errors carry the server's stack trace in their message), or with `verbose`
+    the whole message and the JVM's stack trace."""
     from pyspark.errors import AnalysisException, ParseException, PySparkException
     from py4j.protocol import Py4JJavaError
-    if isinstance(err, ParseException):
-        return str(err).strip()  # its message shows the statement with a caret
-    if isinstance(err, AnalysisException):
-        return err.getMessage().strip()
-    if isinstance(err, PySparkException):
-        return str(err).strip()
     if isinstance(err, Py4JJavaError):
+        if verbose:
+            return str(err).strip()
         message = str(err.java_exception.getMessage() or err.java_exception.toString())
         return "\n".join(message.strip().splitlines()[:3])
-    return f"{type(err).__name__}: {err}"
+    if not isinstance(err, PySparkException):
+        return f"{type(err).__name__}: {err}"
+    if isinstance(err, AnalysisException) and not isinstance(err, ParseException):
+        message = err.getMessage()
+    else:
+        message = str(err)  # a ParseException's shows the statement with a caret
+    message, _, trace = message.partition(_STACK)
+    if verbose:
+        # Spark Connect's client sends the server's stack trace when that server's settings say so
+        # (spark.sql.connect.serverStacktrace.enabled), a classic session's has it always.
+        trace = trace or getattr(err, "getStackTrace", lambda: None)() or getattr(err, "_stackTrace", None) or ""
+        return message.strip() + (_STACK + trace.strip() if trace.strip() else "")
+    return message.strip()
 
 
 def condition(err: BaseException) -> str | None:

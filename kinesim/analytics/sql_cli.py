@@ -14,7 +14,10 @@ Every delivery stream of the server becomes a temp view named after it (dashes a
 underscores: `clicks-archive` -> `clicks_archive`), read from the objects it delivered: JSON
 lines (gzip and hadoop-snappy read by Spark; ZIP and snappy-java decompressed first) or Parquet /
 ORC, with `k=v/` directories and dynamic-partitioning keys as columns. Error output is left out.
-Tables are a snapshot taken at start (`\\refresh` in the shell takes a new one).
+Tables are a snapshot taken at start (`\\refresh` in the shell takes a new one); JSON tables'
+schemas are kept with the server's state, so a command reads only what was delivered since the
+last one to infer them. A statement Spark refuses is reported in one line (`--verbose`: with its
+plan and Java stack trace) and the command exits 1.
 """
 from __future__ import annotations
 
@@ -76,6 +79,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                                             "(default: a temporary directory removed at exit)")
     parser.add_argument("--log-level", choices=("error", "warn", "info"), default="error",
                         help="Spark's log level on stderr (default: error)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's whole error message (query plan, statement) and its Java stack trace, "
+                             "not only its first line")
     from .queries_cli import add_continuous_arguments
     add_continuous_arguments(parser)
     return parser
@@ -164,6 +170,12 @@ class Session:
         self.err.write(f"kinesim sql: {text}\n")
         self.err.flush()
 
+    def error(self, error: BaseException) -> None:
+        """Spark's error as a SQL user expects it: one line (`[CONDITION] message`), or with
+        --verbose everything Spark says (the plan, the statement with a caret, the stack trace)."""
+        text = spark_error(error, self.args.verbose)
+        self.say(f"error: {text if self.args.verbose else text.splitlines()[0] if text else type(error).__name__}")
+
     def start(self) -> None:
         from .session import check_java, spark_session
         from .tables import plan_tables
@@ -186,12 +198,16 @@ class Session:
         self.register(sources, catalog)
 
     def register(self, sources: list | None = None, catalog: Any = None) -> None:
+        from .connect_server import schema_cache
         from .tables import plan_tables, register_sources
         if sources is None:
             sources, catalog = plan_tables(self.args.endpoint_url, tables=self.tables,
                                            streams=not self.args.no_streams)
+        # JSON tables' schemas are kept with the server's state: a command reads only what was
+        # delivered since the last one to infer them.
+        schemas = schema_cache(catalog.s3_root, self.conf) if catalog.s3_root else None
         with spinner("reading what was delivered", self.err):
-            self.catalog = register_sources(self.spark, sources, catalog, self.args.cache_dir)
+            self.catalog = register_sources(self.spark, sources, catalog, self.args.cache_dir, schemas=schemas)
         for note in self.catalog.notes:
             self.say(note)
         if not self.catalog.tables:
@@ -212,7 +228,7 @@ class Session:
                 if self.err.isatty() and df.columns:
                     self.err.write(f"({count} row{'s' * (count != 1)}, {time.monotonic() - started:.1f} s)\n")
         except spark_errors() as error:
-            self.say(f"error: {spark_error(error)}")
+            self.error(error)
             if condition(error) == "TABLE_OR_VIEW_NOT_FOUND":
                 self.say(self.tables_hint())
             return False
@@ -360,7 +376,7 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         session.say(str(error))
         return 1
     except spark_errors() as error:
-        session.say(f"error: {spark_error(error)}")
+        session.error(error)
         return 1
     if shell:
         return session.shell(stdin)

@@ -42,7 +42,8 @@
 ``tables={"name": "s3://bucket/prefix"}`` (``--table NAME=s3://bucket/prefix``) registers any
 prefix of a kinesim bucket (every object under it, minus error-output directories and hidden
 ``_``/``.`` files; a local directory path works too). A table is a snapshot: objects delivered
-after registration are not in it until `register_tables` runs again. Views of delivery streams
+after registration are not in it until `register_tables` runs again (`kinesim sql` registers
+per command; it keeps JSON tables' schemas between commands, see `json_schemas`). Views of delivery streams
 that delivered nothing yet are not created (Spark has no schema for them); `Catalog.empty` names
 them.
 
@@ -73,6 +74,7 @@ from firehose.delivery import S3_FAILED
 from kinesim.kinesis import channel_objects
 
 from .channel_tables import channel_source, describe_channels
+from .json_schemas import SchemaCache, read_json
 
 log = logging.getLogger("kinesim.analytics")
 
@@ -281,6 +283,8 @@ class DeliveredObject:
     kind: str                         # parquet | orc | gzip | zip | snappy | hadoop-snappy | plain
     partitions: list[str]             # k=v directories of the view tree
     mtime: float
+    size: int = 0
+    mtime_ns: int = 0
 
 
 def _sniff(path: str) -> str:
@@ -351,7 +355,8 @@ def find_objects(source: Source) -> list[DeliveredObject]:
                 kind = _sniff(path)
             except OSError:  # removed meanwhile
                 continue
-            found.append(DeliveredObject(path, key, kind, _partitions(key, match, source.partition_keys), st.st_mtime))
+            found.append(DeliveredObject(path, key, kind, _partitions(key, match, source.partition_keys), st.st_mtime,
+                                         st.st_size, st.st_mtime_ns))
     found.sort(key=lambda o: (o.mtime, o.key))
     return found
 
@@ -456,14 +461,14 @@ def _tree_name(obj: DeliveredObject, copied: bool) -> str:
 
 
 def build_view_tree(table: str, objects: Iterable[DeliveredObject], tree_root: str, cache_dir: str,
-                    family: str) -> tuple[str, int]:
+                    family: str) -> tuple[str, int, dict[str, str]]:
     """The directory Spark reads for a table: k=v directories holding links to the objects (or to
-    their decompressed copies). Returns it and how many objects were copied."""
+    their decompressed copies). Returns it, how many objects were copied, and the links by key."""
     root = os.path.join(tree_root, table)
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     copied = 0
-    taken: set[str] = set()
+    taken: dict[str, str] = {}
     for obj in objects:
         target, copy = obj.path, family in ("json", "text") and _needs_copy(obj)
         if copy:
@@ -476,10 +481,10 @@ def build_view_tree(table: str, objects: Iterable[DeliveredObject], tree_root: s
         while link in taken:  # two objects of one name in different directories
             link = os.path.join(directory, f"{n}-{name}")
             n += 1
-        taken.add(link)
+        taken[link] = obj.key
         os.makedirs(directory, exist_ok=True)
         os.symlink(target, link)
-    return root, copied
+    return root, copied, {key: link for link, key in taken.items()}
 
 
 # ------------------------------------------------------------------ registration
@@ -495,13 +500,13 @@ def _read(spark: Any, path: str, family: str):
     if family in ("parquet", "orc"):
         # Each delivered batch may carry its own inferred schema: merge them.
         return reader.option("mergeSchema", "true").format(family).load(path)
-    if family == "text":  # a STRING channel: one row per record, column `value`
-        return reader.text(path)
-    return reader.json(path)
+    return reader.text(path)  # a STRING channel: one row per record, column `value`
 
 
-def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, catalog: Catalog) -> Table | None:
-    """Register one source as a temp view (None, noted in `catalog`, when it has nothing to read)."""
+def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, catalog: Catalog,
+                    schemas: SchemaCache | None = None) -> Table | None:
+    """Register one source as a temp view (None, noted in `catalog`, when it has nothing to read);
+    a JSON table's schema is kept in `schemas` (see `json_schemas`)."""
     objects = find_objects(source)
     if not objects:
         catalog.empty.append(source.name)
@@ -523,15 +528,20 @@ def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, 
                              "partition columns")
         for o in chosen:
             o.partitions = []
-    root, copied = build_view_tree(source.name, chosen, tree_root, cache_dir, family)
+    root, copied, links = build_view_tree(source.name, chosen, tree_root, cache_dir, family)
+    partition_columns = [p.split("=", 1)[0] for p in chosen[0].partitions]
     try:
-        df = _read(spark, root, family)
+        if family == "json":
+            identity = json.dumps([source.name, source.location, source.pattern and source.pattern.pattern])
+            df = read_json(spark, root, links, {o.key: [o.size, o.mtime_ns] for o in chosen}, identity,
+                           partition_columns, schemas)
+        else:
+            df = _read(spark, root, family)
         df.createOrReplaceTempView(source.name)
     except Exception as err:  # one unreadable table must not take the others with it
         message = (err.getMessage() if hasattr(err, "getMessage") else str(err)).strip() or type(err).__name__
         catalog.notes.append(f"{source.name}: Spark cannot read {source.location}: {message.splitlines()[0]}")
         return None
-    partition_columns = [p.split("=", 1)[0] for p in chosen[0].partitions]
     return Table(source.name, source.location, family, len(chosen), partition_columns, source.stream, copied,
                  skipped)
 
@@ -572,10 +582,11 @@ def plan_tables(endpoint_url: str | None = None, *, tables: dict[str, str] | Non
 
 
 def register_sources(spark: Any, sources: list[Source], catalog: Catalog, cache_dir: str | None = None,
-                     tree_root: str | None = None) -> Catalog:
+                     tree_root: str | None = None, schemas: SchemaCache | None = None) -> Catalog:
     """Register planned sources as temp views of `spark`, recording them in `catalog`. The views
     read a tree of links under `tree_root` (default: a temporary directory removed when this
-    process exits; a continuous query, which outlives it, gives its own)."""
+    process exits; a continuous query, which outlives it, gives its own). JSON tables' schemas
+    are kept in `schemas` between calls (none: Spark infers them every time)."""
     if tree_root:
         shutil.rmtree(tree_root, ignore_errors=True)
         os.makedirs(tree_root)
@@ -584,7 +595,7 @@ def register_sources(spark: Any, sources: list[Source], catalog: Catalog, cache_
     cache_dir = cache_dir or os.path.join(tree_root, ".decompressed")
     os.makedirs(cache_dir, exist_ok=True)
     for source in sources:
-        table = register_source(spark, source, tree_root, cache_dir, catalog)
+        table = register_source(spark, source, tree_root, cache_dir, catalog, schemas)
         if table is not None:
             catalog.tables.append(table)
     return catalog

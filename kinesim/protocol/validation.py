@@ -65,6 +65,7 @@ import math
 import threading
 from typing import Any
 
+import botocore.exceptions
 import botocore.loaders
 
 from .constraints import (
@@ -81,6 +82,24 @@ __all__ = ["ModelValidator", "null_member", "violations"]
 _aws_member_order = aws_member_order  # its former name, which tests/test_validation.py imports
 
 
+def load_service_model(service: str) -> dict[str, Any]:
+    """botocore's model of `service` at its latest API version, as `Loader.load_service_model`
+    gives it (sdk-extras merged), without that method's first step: a listing of every service's
+    directory (~400 of them) to check the name, which cost each validator ~10 ms at start-up. An
+    unknown service is botocore's DataNotFoundError."""
+    loader = botocore.loaders.Loader()
+    version = loader.determine_latest_version(service, "service-2")
+    model = loader.load_data(f"{service}/{version}/service-2")
+    extras = []
+    for extras_type in loader.extras_types:
+        try:
+            extras.append(loader.load_data(f"{service}/{version}/service-2.{extras_type}-extras"))
+        except botocore.exceptions.DataNotFoundError:
+            pass
+    botocore.loaders.ExtrasProcessor().process(model, extras)
+    return model
+
+
 class _Invalid(Exception):
     """A constraint failed on the fast path: re-run the slow path to word AWS's message."""
 
@@ -89,7 +108,7 @@ class ModelValidator:
     """Validates and converts requests for one botocore service model ("kinesis", "firehose", ...)."""
 
     def __init__(self, service: str):
-        model = botocore.loaders.Loader().load_service_model(service, "service-2")
+        model = load_service_model(service)
         self.service = service
         self._shapes: dict[str, dict[str, Any]] = {}
         for name, shape in model["shapes"].items():
