@@ -51,7 +51,8 @@ import sql_warm  # noqa: E402  (bench/sql_warm.py: `kinesim sql` as a subprocess
 
 from firehose import compression, conversion, keys  # noqa: E402
 from kinesim.analytics.session import spark_session  # noqa: E402
-from kinesim.analytics.tables import Catalog, register_sources, stream_source  # noqa: E402
+from kinesim.analytics.table_sources import stream_source  # noqa: E402
+from kinesim.analytics.tables import Catalog, register_sources  # noqa: E402
 
 BUCKET = "lake"
 GZIP_BUFFER = 5 * 1024 * 1024          # BufferingHints.SizeInMBs default

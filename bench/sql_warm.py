@@ -17,7 +17,7 @@ Per server (one per table size, fresh, so no warm Spark runs for it at first):
 The objects are Firehose's (bench/sql.py writes them with Firehose's code) and reach the server
 through its S3 API (PutObject), under the Prefix of a delivery stream created on the server with
 that bucket as its destination: `kinesim sql` finds them as it finds what the delivery stream
-delivered (kinesim/analytics/tables.py matches the keys Firehose gives).
+delivered (kinesim/analytics/table_sources.py matches the keys Firehose gives).
 """
 from __future__ import annotations
 

@@ -11,37 +11,29 @@ Before any service sees a request, `guard.py` checks its Host and Origin (and an
 allowed origins) and, with `--verify-signatures`, `protocol/sigv4.py` checks its signature.
 A request refused, or answered with an error before its body was read, still has its body read
 afterwards (`protocol/drain.py`), so that clients which write first see the answer, not a reset.
+
+The services behind it, and how each is made on first use, are `services.py`'s.
 """
 from __future__ import annotations
 
-import base64
-import itertools
 import logging
 import os
 import re
-import threading
-import uuid
 from collections import ChainMap
 from typing import Any, Callable, Iterable
 
 import orjson
 
 from .admin import OwnRoutes, is_loopback
-from .cloudformation.lazy import LazyCloudFormation
 from .config import Settings, SettingsError
-from .destinations import Destinations
 from .guard import Refusal, RequestGuard
-from .kinesis import channel_delivery
-from .kinesis.retention import Sweeper
-from .kinesis.service import KinesisService
-from .lazy import Lazy, LazyApp, LazyService
-from .long_polls import LongPolls
 from .protocol import auth, codec, eventstream, sigv4
 from .protocol.body import read_bounded
 from .protocol.drain import answer_unread as _answer_unread
 from .protocol.errors import AwsError
 from .protocol.query_app import is_query_request
-from .store import Store
+from .protocol.request_ids import answer_ids, request_id
+from .services import Services
 
 log = logging.getLogger("kinesim.edge")
 
@@ -54,26 +46,6 @@ CBOR_TYPE = "application/x-amz-cbor-1.1"
 
 
 _CORS_SIMPLE_TYPES = re.compile(r"\s*(text/plain|application/x-www-form-urlencoded|multipart/form-data)\b", re.I)
-_REQUEST_ID_PREFIX = str(uuid.uuid4())[:24]
-_request_counter = itertools.count(1)
-
-
-# x-amz-id-2: 72 bytes in base64, as AWS's (and kinesalite's recordings): 66 random bytes per
-# process, then the request counter.
-_ID2_PREFIX = base64.b64encode(os.urandom(66)).decode()
-
-
-def request_id() -> str:
-    """A UUID-shaped request id: a random per-process prefix and a counter (uuid4 per call costs
-    more than the rest of a PutRecord's bookkeeping)."""
-    return f"{_REQUEST_ID_PREFIX}{next(_request_counter) & 0xFFFFFFFFFFFF:012x}"
-
-
-def _ids() -> list[tuple[str, str]]:
-    """The two ids every answer of AWS's JSON services carries. The counter's 8 hex digits are
-    base64 characters too: x-amz-id-2 stays 96 characters of base64 (72 bytes)."""
-    n = next(_request_counter) & 0xFFFFFFFFFFFF
-    return [("x-amzn-RequestId", f"{_REQUEST_ID_PREFIX}{n:012x}"), ("x-amz-id-2", f"{_ID2_PREFIX}{n & 0xFFFFFFFF:08x}")]
 
 
 def _signed_for(environ: dict[str, Any]) -> str | None:
@@ -84,257 +56,19 @@ def _signed_for(environ: dict[str, Any]) -> str | None:
     return scope[3] if scope and len(scope) >= 4 else None
 
 
-class Edge:
-    """The composition root. Kinesis is made before the server listens: it is the data plane, and
-    the first call a client makes. Every other service is made on its first use (`lazy.py`), or
-    at once in the background when the data directory holds something of its that must resume
-    (delivery streams, event source mappings, buckets, log groups: `_resume`)."""
+class Edge(Services):
+    """The server's one WSGI app: the services (`Services`) behind the checks every request passes
+    (the guard's, and --verify-signatures') and the routing to the service each request is for."""
 
     def __init__(self, settings: Settings):
-        self.settings = settings
-        self.store = Store(None if settings.in_memory else settings.data_dir)
-        # In-process deliveries between services by ARN (OnFailure destinations, SNS subscriptions):
-        # each receiving service registers its sender here.
-        self.destinations = Destinations()
-        # One cap for the long polls of every service: each holds a request thread while it waits.
-        self.long_polls = LongPolls(settings.max_long_polls)
-        self.kinesis = KinesisService(settings, self.store, self.long_polls)
-        self.services: dict[str, Any] = {self.kinesis.target_prefix: self.kinesis}
-        # Buckets live beside the database (the S3 API serves the same store).
-        self.s3_root = os.path.join(os.path.dirname(self.store.path), "s3")
-        self._objects = Lazy(self._make_objects)
-        self.s3 = LazyApp(Lazy(self._make_s3))
-        # Kinesis channels write into the same buckets through the object store's public calls.
-        self.channel_delivery = channel_delivery.attach(
-            self.kinesis, lambda bucket: self.objects.bucket_exists(bucket),
-            lambda *args, **kwargs: self.objects.put_object(*args, **kwargs))
-        # The JSON-protocol services made on first use, by their X-Amz-Target prefix (each class's
-        # `target_prefix`, checked when it is made): SQS's stand-in is also `self.sqs`, which the
-        # request path compares services with.
-        self._lazy_services = {
-            "AmazonSQS": Lazy(self._make_sqs), "Firehose_20150804": Lazy(self._make_firehose),
-            "Logs_20140328": Lazy(self._make_logs), "AmazonEC2ContainerRegistry_V20150921": Lazy(self._make_ecr),
-            "AmazonSSM": Lazy(self._make_ssm)}
-        for prefix, lazy in self._lazy_services.items():
-            self.services[prefix] = LazyService(lazy, prefix)
-        self.sqs = self.services["AmazonSQS"]
-        self.destinations.register("sqs", lambda *args: self.sqs.send_to_arn(*args))
-        self._functions = Lazy(self._make_functions)
-        # Lambda's REST API: its paths start with one of the model's API dates.
-        self.lambda_rest = LazyApp(Lazy(self._make_lambda_rest), lambda environ: bool(
-            _API_DATE.match(environ.get("PATH_INFO", ""))))
+        # --verify-signatures: the credentials to accept (a bad --credential starts nothing).
+        secrets = _secrets(settings) if settings.verify_signatures else None
+        super().__init__(settings, _own_credentials(secrets))
         self.json_signing_names = frozenset(("kinesis", "firehose", "logs", "sqs", "ecr", "ssm"))
-        self._sns = Lazy(self._make_sns)
-        self._sts = Lazy(self._make_sts)
-        # The query-protocol services, by the name requests to them are signed for.
-        self.query_apps: dict[str, Any] = {"sns": LazyApp(Lazy(self._make_sns_app)),
-                                           "sts": LazyApp(Lazy(self._make_sts_app))}
-        self._register_senders()
-        self.channel_delivery.start()
         self.flask = OwnRoutes(self)  # kinesim's own routes; Flask and the web console on first use
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
-        self.verifier = sigv4.Verifier(_secrets(settings)) if settings.verify_signatures else None
-        if self.verifier is not None:
-            # The temporary credentials STS issues are accepted too, until they expire. The configured
-            # ones are the ChainMap's last map, whose keys it lists first (`_own_credentials` takes one).
-            self.verifier.secrets = ChainMap(self.sts.credentials, self.verifier.secrets)
-        self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
-        self.sweeper.start()
-        # CloudFormation last: its engine calls the other services through this server, and
-        # carries on the stack operations a restart interrupted once the server answers.
-        self.cloudformation = LazyCloudFormation(self.store, self._cloudformation)
-        self.query_apps["cloudformation"] = self.cloudformation
-        self._resuming = threading.Thread(target=self._resume, name="kinesim-resume", daemon=True)
-        self._resuming.start()
-
-    # The services, each made on first use (see `_resume` for those made at start-up)
-
-    @property
-    def objects(self) -> Any:
-        return self._objects.get()
-
-    @property
-    def functions(self) -> Any:
-        return self._functions.get()
-
-    @property
-    def firehose(self) -> Any:
-        return self._lazy_services["Firehose_20150804"].get()
-
-    @property
-    def logs(self) -> Any:
-        return self._lazy_services["Logs_20140328"].get()
-
-    @property
-    def ecr(self) -> Any:
-        return self._lazy_services["AmazonEC2ContainerRegistry_V20150921"].get()
-
-    @property
-    def ssm(self) -> Any:
-        return self._lazy_services["AmazonSSM"].get()
-
-    @property
-    def sns(self) -> Any:
-        return self._sns.get()
-
-    @property
-    def sts(self) -> Any:
-        return self._sts.get()
-
-    def _resume(self) -> None:
-        """Make, in the background, the services that have work to carry on after a restart: the
-        object store (S3 event notifications recorded before it, lifecycle rules) when there are
-        buckets; Lambda (event source mapping pollers, asynchronous invocations) when there are
-        functions; Firehose (delivery workers) when there are delivery streams; CloudWatch Logs
-        (retention) when there are log groups. A request that needs one meanwhile waits for it."""
-        try:
-            if _has_buckets(self.s3_root):
-                self._objects.get()
-            if any(self.store.documents(kind) for kind in ("function", "mapping", "lambda-async-event")):
-                self._functions.get()
-            for prefix, kind in (("Firehose_20150804", "firehose-stream"), ("Logs_20140328", "logs-group")):
-                if self.store.documents(kind):
-                    self._lazy_services[prefix].get()
-        except Exception:  # e.g. the server closed meanwhile; what was not made is made on first use
-            log.exception("could not resume the services at start-up")
-
-    def _make_objects(self) -> Any:
-        from .s3.lifecycle_sweep import LifecycleSweeper
-        from .s3.notifications import BucketNotifications
-        from .s3.objects import ObjectStore
-        objects = ObjectStore(self.s3_root, self.settings.region)
-        # S3 event notifications: recorded by the object store inside each write, delivered through
-        # the senders (SQS, SNS, Lambda's asynchronous invocation).
-        notifications = BucketNotifications(objects.root, self.settings.account_id, self.destinations,
-                                            lambda arn: self.functions.function(arn),
-                                            lambda bucket: objects.bucket_info(bucket).region)
-        objects.notifications = notifications
-        notifications.start()  # delivers what was recorded before a restart
-        # S3 lifecycle rules: expired objects deleted, stale multipart uploads aborted.
-        self.lifecycle_sweeper = LifecycleSweeper(objects)
-        self.lifecycle_sweeper.start()
-        return objects
-
-    def _make_s3(self) -> Any:
-        from .s3.api import S3App
-        return S3App(self.objects, self.settings)
-
-    def _make_sqs(self) -> Any:
-        from .sqs.service import SqsService
-        return _checked(SqsService(self.settings, self.store, self.long_polls), "AmazonSQS")
-
-    def _make_functions(self) -> Any:
-        # SQS first: the pollers of SQS event source mappings resume as the Lambda service starts.
-        from .functions.service import LambdaService
-        functions = LambdaService(self.settings, self.store, self.kinesis, self.objects, self.destinations,
-                                  queues=self.sqs.consumers)
-        # Asynchronous invocations accepted before a restart resume, now that their destinations can be reached.
-        functions.async_invoker.start()
-        return functions
-
-    def _make_lambda_rest(self) -> Any:
-        from .protocol.rest import RestApp
-        return RestApp(self.functions, payload_type="application/json")
-
-    def _make_firehose(self) -> Any:
-        from firehose.service import FirehoseService
-        firehose = FirehoseService(self.settings, self.store, self.objects, self.kinesis,
-                                   lambda *args: self.functions.invoke_function(*args))
-        firehose.start()  # resumes delivery of what was buffered before a restart
-        return _checked(firehose, "Firehose_20150804")
-
-    def _make_logs(self) -> Any:
-        # CloudWatch Logs over the same files the Lambda runtime writes functions' logs to.
-        from .logs.service import LogsService
-        return _checked(LogsService(self.settings, self.store, self.functions.logs), "Logs_20140328")
-
-    def _make_ecr(self) -> Any:
-        # Amazon ECR: repositories only (no registry), for the templates that declare them.
-        from .ecr.service import EcrService
-        return _checked(EcrService(self.settings, self.store), "AmazonEC2ContainerRegistry_V20150921")
-
-    def _make_ssm(self) -> Any:
-        # Systems Manager Parameter Store (where the CDK keeps its bootstrap version).
-        from .ssm.service import SsmService
-        return _checked(SsmService(self.settings, self.store), "AmazonSSM")
-
-    def _make_sns(self) -> Any:
-        from .sns.service import SnsService
-        return SnsService(self.settings, self.store, self.destinations.send, self.functions.endpoint_url)
-
-    def _make_sns_app(self) -> Any:
-        from .sns.api import sns_app
-        return sns_app(self.sns)
-
-    def _make_sts(self) -> Any:
-        from .sts.service import StsService
-        return StsService(self.settings, self.store)
-
-    def _make_sts_app(self) -> Any:
-        from .sts.api import sts_app
-        return sts_app(self.sts)
-
-    def _cloudformation(self) -> tuple[Any, Any]:
-        from .cloudformation.api import cloudformation_app
-        from .cloudformation.service import CloudFormationService
-        from .functions.runtimes import runnable as runnable_runtimes
-        service = CloudFormationService(self.settings, self.store, self._read_object,
-                                        lambda: self.functions.endpoint_url, self._own_credentials(), runnable_runtimes)
-        return service, cloudformation_app(service)
-
-    def _read_object(self, bucket: str, key: str) -> bytes:
-        """An object's bytes (CloudFormation's TemplateURL): S3's errors as AwsError."""
-        handle, _ = self.objects.open_object(bucket, key)
-        with handle:
-            return handle.read()
-
-    def _own_credentials(self) -> dict[str, str]:
-        """The credentials this server's own clients sign with (CloudFormation's engine): one it
-        accepts under --verify-signatures, else any."""
-        if self.verifier is not None:
-            key_id, secret = next(iter(self.verifier.secrets.items()))
-            return {"aws_access_key_id": key_id, "aws_secret_access_key": secret}
-        return {"aws_access_key_id": "kinesim", "aws_secret_access_key": "kinesim"}
-
-    def _register_senders(self) -> None:
-        """The in-process deliveries by ARN that SNS subscriptions and OnFailure destinations use:
-        to an SNS topic (a Publish), a Lambda function (an asynchronous invocation: the function is
-        looked up first, so that a missing one is the sender's error) and a Firehose delivery
-        stream (a PutRecord through Firehose's own checks)."""
-        def to_lambda(arn: str, message: bytes, attributes: Any) -> None:
-            self.functions.function(arn)
-            self.functions.async_invoker.submit(arn, message, request_id())
-
-        def to_firehose(arn: str, message: bytes, attributes: Any) -> None:
-            name = arn.split(":", 5)[5].partition("/")[2]
-            self.firehose.call("PutRecord", {"DeliveryStreamName": name, "Record": {"Data": message}}, cbor=True)
-
-        def to_sns(arn: str, message: bytes, attributes: Any) -> None:
-            self.sns.call("Publish", {"TopicArn": arn, "Message": message.decode("utf-8", "replace"),
-                                      **(attributes or {})})
-
-        self.destinations.register("lambda", to_lambda)
-        self.destinations.register("firehose", to_firehose)
-        self.destinations.register("sns", to_sns)
-
-    def close(self) -> None:
-        """Stop what was started; a service never made has nothing to stop."""
-        self._resuming.join()  # nothing is being made while the rest closes
-        self.sweeper.stop()
-        objects = self._objects.if_made()
-        if objects is not None:
-            self.lifecycle_sweeper.stop()
-            objects.notifications.close()
-        services = {prefix: lazy.if_made() for prefix, lazy in self._lazy_services.items()}
-        for made in (self._sns.if_made(), services["Firehose_20150804"]):
-            if made is not None:
-                made.close()
-        self.channel_delivery.close()
-        for made in (services["Logs_20140328"], services["AmazonSQS"], self._functions.if_made()):
-            if made is not None:
-                made.close()
-        self.kinesis.close()
-        self.store.close()
+        # The temporary credentials STS issues are accepted too, until they expire.
+        self.verifier = None if secrets is None else sigv4.Verifier(ChainMap(self.sts.credentials, secrets))
 
     # WSGI entry point
 
@@ -413,7 +147,7 @@ class Edge:
             status_line, headers, body = app.error_answer(err, environ)
         else:
             status_line, headers, body = self._error(err, environ)
-        headers = headers + _ids() + [("Content-Length", str(len(body)))]
+        headers = headers + answer_ids() + [("Content-Length", str(len(body)))]
         return _answer_unread(environ, start_response, status_line, headers, body)
 
     def json_protocol(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
@@ -424,7 +158,7 @@ class Edge:
         except Exception:
             log.exception("internal error")
             status, headers, body = self._error(AwsError("InternalFailure", None, 500), environ)
-        headers += _ids()
+        headers += answer_ids()
         if isinstance(body, eventstream.EncodedEvents):
             start_response(status, headers + [("Content-Type", eventstream.EVENTSTREAM_CONTENT_TYPE)])
             return body
@@ -506,9 +240,6 @@ class Edge:
 
 
 _UNREAD = "kinesim.body_unread"
-# The first path segment of Lambda's REST API (an API date, as "/2015-03-31/functions"), and of
-# nothing else the edge routes by path: requests that do not start so need no Lambda to be made.
-_API_DATE = re.compile(r"/\d{4}-\d{2}-\d{2}/")
 
 
 def is_s3_request(environ: dict[str, Any]) -> bool:
@@ -517,23 +248,6 @@ def is_s3_request(environ: dict[str, Any]) -> bool:
     from .s3.api import is_s3_request as s3s_own
     globals()["is_s3_request"] = s3s_own
     return s3s_own(environ)
-
-
-def _checked(service: Any, target_prefix: str) -> Any:
-    """`service`, made for the stand-in routed by `target_prefix`, whose prefix it must have."""
-    if service.target_prefix != target_prefix:
-        raise RuntimeError(f"{type(service).__name__} answers {service.target_prefix}, not {target_prefix}")
-    return service
-
-
-def _has_buckets(s3_root: str) -> bool:
-    """Whether the object store holds a bucket (its buckets are its root's directories whose names
-    do not start with a dot: ObjectStore.list_buckets), without making it."""
-    try:
-        with os.scandir(s3_root) as entries:
-            return any(not e.name.startswith(".") and e.is_dir() for e in entries)
-    except FileNotFoundError:
-        return False
 
 
 def _secrets(settings: Settings) -> dict[str, str]:
@@ -548,6 +262,15 @@ def _secrets(settings: Settings) -> dict[str, str]:
         raise SettingsError("--verify-signatures needs the credentials to accept: --credential KEY_ID:SECRET, "
                             "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in kinesim's environment")
     return secrets
+
+
+def _own_credentials(secrets: dict[str, str] | None) -> dict[str, str]:
+    """The credentials this server's own clients sign with (CloudFormation's engine): one it
+    accepts under --verify-signatures, else any."""
+    if secrets is not None:
+        key_id, secret = next(iter(secrets.items()))
+        return {"aws_access_key_id": key_id, "aws_secret_access_key": secret}
+    return {"aws_access_key_id": "kinesim", "aws_secret_access_key": "kinesim"}
 
 
 def _answered_as(fmt: str, err: AwsError, environ: dict[str, Any]) -> AwsError:

@@ -21,7 +21,7 @@ PACKAGES = ("kinesim", "firehose")
 # What importing every module of kinesim.kinesis must not bring in: the other services, the edge
 # and the web framework of the admin routes.
 NOT_FROM_KINESIS = ("kinesim.functions", "firehose", "kinesim.s3", "kinesim.sqs", "kinesim.sns",
-                    "kinesim.logs", "kinesim.deploy", "kinesim.edge", "kinesim.admin", "kinesim.server",
+                    "kinesim.logs", "kinesim.deploy", "kinesim.edge", "kinesim.services", "kinesim.admin", "kinesim.server",
                     "kinesim.analytics", "kinesim.console", "flask")
 
 

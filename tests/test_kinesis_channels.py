@@ -422,7 +422,8 @@ def test_channel_outputs_are_kinesim_sql_tables(srv, kinesis, s3):
     import subprocess
     import sys
 
-    from kinesim.analytics.tables import find_objects, plan_tables
+    from kinesim.analytics.table_sources import find_objects
+    from kinesim.analytics.tables import plan_tables
 
     json_stream, text_stream, bucket = _stream(kinesis), _stream(kinesis), _bucket(s3)
     json_name, text_name = _name("sqlj"), _name("sqlt")

@@ -22,8 +22,8 @@ from collections import Counter
 import pytest
 
 from conftest import client_for, start_server
-from kinesim.analytics import sql_cli, tables as tables_mod
-from kinesim.analytics.tables import DeliveredObject, Source, find_objects, stream_source, table_name
+from kinesim.analytics import sql_cli, view_tree
+from kinesim.analytics.table_sources import DeliveredObject, Source, find_objects, stream_source, table_name
 
 ROLE = "arn:aws:iam::000000000000:role/firehose"
 BUCKET = "lake"
@@ -358,11 +358,11 @@ def test_partition_columns_from_hive_directories_and_dynamic_keys(tmp_path):
 
 
 def test_records_written_back_to_back_are_split_into_lines(tmp_path):
-    assert tables_mod._back_to_back(b'{"a": 1}{"a": 2}')
-    assert tables_mod._back_to_back(b'{"a": 1} {"a": "}{"}\n')
-    assert not tables_mod._back_to_back(b'{"a": 1}\n{"a": 2}\n')
-    assert not tables_mod._back_to_back(b'{"a": "' + b"x" * 100)  # cannot tell: leave it to Spark
-    assert tables_mod._json_lines(b'{"a":1}{"b":[1,2]}\n{"c":"}{"}') == b'{"a":1}\n{"b":[1,2]}\n{"c":"}{"}\n'
+    assert view_tree._back_to_back(b'{"a": 1}{"a": 2}')
+    assert view_tree._back_to_back(b'{"a": 1} {"a": "}{"}\n')
+    assert not view_tree._back_to_back(b'{"a": 1}\n{"a": 2}\n')
+    assert not view_tree._back_to_back(b'{"a": "' + b"x" * 100)  # cannot tell: leave it to Spark
+    assert view_tree._json_lines(b'{"a":1}{"b":[1,2]}\n{"c":"}{"}') == b'{"a":1}\n{"b":[1,2]}\n{"c":"}{"}\n'
 
 
 # ------------------------------------------------------------------ JSON schemas kept between commands
@@ -417,7 +417,8 @@ def test_kept_schemas_give_what_spark_infers(spark, tmp_path):
     as objects come (new fields, conflicting types) and go; also with partition directories whose
     column is a record field too."""
     from kinesim.analytics.json_schemas import SchemaCache
-    from kinesim.analytics.tables import Catalog, prefix_source, register_sources
+    from kinesim.analytics.table_sources import prefix_source
+    from kinesim.analytics.tables import Catalog, register_sources
     data, cache = tmp_path / "data", SchemaCache(str(tmp_path / "schemas"))
     suffix = "-1-2024-05-01-10-00-00-0b1c2d3e-aaaa-bbbb-cccc-00000000000"
 

@@ -8,13 +8,14 @@ venv's, or awscli v1 installed by tests/tool_setup.py); results are read with bo
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import client_for
+from conftest import client_for, wait_for
 from tool_setup import aws_cli, outputs_of, run_tool, tool_env
 
 APP = Path(__file__).parent / "tools" / "cfn_app"
@@ -120,6 +121,12 @@ def test_exports_imports_and_previous_parameter_values(aws, env, kinesis, tmp_pa
     # The same again: an empty change set fails `deploy` (awscli 1.x) unless told not to.
     res = deploy(aws, env, tmp_path, producer, updated, expect=255)
     assert f"No changes to deploy. Stack {producer} is up to date" in res.stdout + res.stderr, res.stdout + res.stderr
+    # The CLI names its change set after the current second (awscli's deployer.py:
+    # "awscli-cloudformation-package-deploy-" + str(int(time.time()))), and the empty one just
+    # made stays, FAILED, as on AWS: a deploy within the same second is refused with
+    # AlreadyExistsException, there as here. The next one starts in a later second.
+    failed_in = int(time.time())
+    wait_for(lambda: int(time.time()) > failed_in, timeout=5, interval=0.05)
     res = deploy(aws, env, tmp_path, producer, updated, "--no-fail-on-empty-changeset")
     assert "No changes to deploy" in res.stdout + res.stderr
     assert describe(aws, env, producer)["StackStatus"] == "UPDATE_COMPLETE"

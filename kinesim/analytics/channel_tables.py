@@ -79,7 +79,7 @@ def static_dir(template: str | None) -> str:
 
 
 def channel_source(description: dict[str, Any], s3_root: str, source_type: Any, table_name: Any) -> Any:
-    """The `source_type` (tables.Source) of a channel, or why it has none (a string)."""
+    """The `source_type` (table_sources.Source) of a channel, or why it has none (a string)."""
     name = description["ChannelName"]
     if description["ChannelStatus"] not in ("ACTIVE", "UPDATING"):
         return f"{name}: channel is {description['ChannelStatus']}"

@@ -52,12 +52,14 @@ which keys are a channel's and how its record format is read (JSON, or STRING as
 
 Real S3 from a real cluster: this module reads kinesim's files; Spark reads real buckets itself
 with the ``s3a://`` file system (see the package docstring).
+
+The parts: `table_sources` (which keys are a table's, the objects found and their kinds),
+`view_tree` (the directory Spark reads, decompressed copies); this module asks the server and
+registers the views.
 """
 from __future__ import annotations
 
 import atexit
-import gzip
-import hashlib
 import json
 import logging
 import os
@@ -67,46 +69,16 @@ import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Iterable
-
-from firehose import compression, keys
-from firehose.delivery import S3_FAILED
-from kinesim.kinesis import channel_objects
+from typing import Any
 
 from .channel_tables import channel_source, describe_channels
 from .json_schemas import SchemaCache, read_json
+from .table_sources import ServerUnreachable, Source, find_objects, prefix_source, stream_source, table_name
+from .view_tree import build_view_tree
 
 log = logging.getLogger("kinesim.analytics")
 
 DEFAULT_ENDPOINT = "http://localhost:4566"
-ERROR_DIRECTORIES = frozenset(keys.ERROR_OUTPUT_TYPES) | {S3_FAILED}
-_KV_SEGMENT = re.compile(r"[^=/]+=[^/]*")
-# `!{namespace:value}`, as firehose.keys parses prefixes.
-_EXPRESSION = re.compile(r"!\{([A-Za-z]+):([^{}]*)\}")
-_DEFAULT_TIME = r"\d{4}/\d{2}/\d{2}/\d{2}/"
-_CODEC_EXTENSIONS = (".gz", ".zip", ".snappy", ".hsnappy")
-# Characters Spark's partition discovery unescapes from %XX in a directory's value.
-_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^')
-_PEEK = 65536
-
-
-class ServerUnreachable(RuntimeError):
-    """The kinesim server does not answer."""
-
-
-@dataclass
-class Source:
-    """Where a table's objects are and how to pick them."""
-    name: str                       # the view's name
-    location: str                   # s3://bucket/prefix (or a local directory), for people
-    bucket_dir: str                 # keys are relative to this directory
-    walk_from: str                  # the directory under bucket_dir that holds every candidate
-    prefix: str = ""                # keys start with this
-    pattern: re.Pattern | None = None     # keys must match this (delivery streams)
-    excluded: list[re.Pattern] = field(default_factory=list)   # ... and none of these
-    partition_keys: dict[str, str] = field(default_factory=dict)   # regex group -> column name
-    format: str | None = None       # parquet | orc, by DataFormatConversionConfiguration
-    stream: str | None = None
 
 
 @dataclass
@@ -128,12 +100,6 @@ class Catalog:
     empty: list[str] = field(default_factory=list)     # sources with nothing readable yet
     notes: list[str] = field(default_factory=list)     # what was skipped, and why
     s3_root: str | None = None
-
-
-def table_name(stream: str) -> str:
-    """The view name for a delivery stream: `clicks-archive` -> `clicks_archive`."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", stream)
-
 
 # ------------------------------------------------------------------ asking the server
 
@@ -178,316 +144,11 @@ def describe_delivery_streams(endpoint_url: str, region: str = "us-east-1") -> l
     return out
 
 
-# ------------------------------------------------------------------ which keys belong to a table
-
-def _bucket_from_arn(arn: str) -> str:
-    return arn.split(":::", 1)[-1]
-
-
-def _template_regex(template: str, groups: dict[str, str], error_output: bool = False) -> str:
-    """A regex for the keys a Firehose prefix template evaluates to (the object name not included).
-
-    Partition-key expressions become named groups (group name -> key name in `groups`).
-    """
-    found = list(_EXPRESSION.finditer(template))
-    if not found:
-        # No expression: the text, then (for error output) the error type, then the time.
-        types = "(?:" + "|".join(re.escape(t) for t in sorted(ERROR_DIRECTORIES)) + ")/" if error_output else ""
-        return re.escape(template) + types + _DEFAULT_TIME
-    out, pos = [], 0
-    for match in found:
-        out.append(re.escape(template[pos:match.start()]))
-        namespace, value = match.groups()
-        if namespace in keys.PARTITION_NAMESPACES:
-            group = f"k{len(groups)}"
-            groups[group] = value.strip()
-            out.append(f"(?P<{group}>[^/]*)")
-        elif namespace == "firehose" and value.strip() == "error-output-type":
-            out.append("(?:" + "|".join(re.escape(t) for t in sorted(ERROR_DIRECTORIES)) + ")")
-        elif namespace == "timestamp":
-            # A pattern such as yyyy/MM/dd spans as many segments as it has slashes.
-            out.append("[^/]*" + "/[^/]*" * value.count("/"))
-        else:
-            out.append("[^/]*")
-        pos = match.end()
-    out.append(re.escape(template[pos:]))
-    return "".join(out)
-
-
-def _object_name(stream: str) -> str:
-    return re.escape(stream) + r"-\d+-\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}-[^/]+"
-
-
-def _static_dir(prefix: str) -> str:
-    """The directory part of a prefix before its first expression: every key is under it."""
-    static = prefix.split("!{", 1)[0]
-    return static[: static.rfind("/") + 1]
-
-
-def stream_source(description: dict[str, Any], s3_root: str) -> Source | str:
-    """The Source of a delivery stream, or why it has none."""
-    name = description["DeliveryStreamName"]
-    destinations = description.get("Destinations") or []
-    dest = destinations[0].get("ExtendedS3DestinationDescription") if destinations else None
-    if not dest:
-        return f"{name}: no S3 destination"
-    bucket = _bucket_from_arn(dest["BucketARN"])
-    bucket_dir = os.path.join(s3_root, bucket)
-    if not os.path.isdir(bucket_dir):
-        return f"{name}: bucket {bucket} is not in kinesim's object store (an external S3 endpoint?)"
-    prefix = dest.get("Prefix") or ""
-    groups: dict[str, str] = {}
-    pattern = re.compile("^" + _template_regex(prefix, groups) + _object_name(name) + "$")
-    error_template = keys.error_prefix_template(prefix, dest.get("ErrorOutputPrefix"))
-    excluded = [re.compile("^" + _template_regex(error_template, {}, error_output=True) + _object_name(name) + "$")]
-    backup = dest.get("S3BackupDescription") if dest.get("S3BackupMode") == "Enabled" else None
-    if backup and _bucket_from_arn(backup.get("BucketARN", "")) == bucket:
-        excluded.append(re.compile("^" + _template_regex(backup.get("Prefix") or "", {}) + _object_name(name) + "$"))
-    conversion = dest.get("DataFormatConversionConfiguration") or {}
-    fmt = None
-    if conversion.get("Enabled"):
-        serializer = (conversion.get("OutputFormatConfiguration") or {}).get("Serializer") or {}
-        fmt = "orc" if "OrcSerDe" in serializer else "parquet"
-    static = _static_dir(prefix)
-    return Source(name=table_name(name), location=f"s3://{bucket}/{prefix}", bucket_dir=bucket_dir,
-                  walk_from=os.path.join(bucket_dir, static), prefix=static, pattern=pattern, excluded=excluded,
-                  partition_keys=groups, format=fmt, stream=name)
-
-
-def prefix_source(name: str, location: str, s3_root: str | None) -> Source:
-    """The Source for `--table NAME=s3://bucket/prefix` (or NAME=/a/local/directory)."""
-    match = re.fullmatch(r"s3[an]?://([^/]+)/?(.*)", location)
-    if match:
-        if s3_root is None:
-            raise ServerUnreachable(f"--table {name}={location}: needs a kinesim server to find the bucket on disk")
-        bucket, prefix = match.groups()
-        bucket_dir = os.path.join(s3_root, bucket)
-        if not os.path.isdir(bucket_dir):
-            raise LookupError(f"--table {name}={location}: kinesim has no bucket {bucket}")
-    else:
-        path = location[len("file://"):] if location.startswith("file://") else location
-        bucket_dir, prefix = os.path.abspath(path), ""
-        if not os.path.isdir(bucket_dir):
-            raise LookupError(f"--table {name}={location}: not an s3:// URL nor a directory")
-    static = _static_dir(prefix)
-    return Source(name=name, location=location, bucket_dir=bucket_dir, walk_from=os.path.join(bucket_dir, static),
-                  prefix=prefix)
-
-
-# ------------------------------------------------------------------ the objects and what they hold
-
-@dataclass
-class DeliveredObject:
-    path: str
-    key: str                          # relative to the bucket directory
-    kind: str                         # parquet | orc | gzip | zip | snappy | hadoop-snappy | plain
-    partitions: list[str]             # k=v directories of the view tree
-    mtime: float
-    size: int = 0
-    mtime_ns: int = 0
-
-
-def _sniff(path: str) -> str:
-    with open(path, "rb") as f:
-        head = f.read(8)
-    if head.startswith(b"PAR1"):
-        return "parquet"
-    if head.startswith(b"ORC"):
-        return "orc"
-    if head.startswith(b"\x1f\x8b"):
-        return "gzip"
-    if head.startswith(b"PK\x03\x04"):
-        return "zip"
-    if head.startswith(b"\x28\xb5\x2f\xfd"):
-        return "zstd"  # a Kinesis channel's ZSTD objects
-    if head.startswith(compression.XERIAL_MAGIC):
-        return "snappy"
-    if path.endswith((".snappy", ".hsnappy")):
-        return "hadoop-snappy"
-    return "plain"
-
-
-def _escape_value(value: str) -> str:
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in value)
-
-
-def _partitions(key: str, match: re.Match | None, groups: dict[str, str]) -> list[str]:
-    """The k=v directories of an object in the view tree: its key's own k=v segments, and its
-    partition-key values that fill a segment on their own."""
-    spans = []
-    if match is not None:
-        spans = [(match.start(g), match.end(g), column, match.group(g)) for g, column in groups.items()
-                 if match.group(g) is not None]
-    out, start = [], 0
-    for segment in key.split("/")[:-1]:
-        end = start + len(segment)
-        if _KV_SEGMENT.fullmatch(segment):
-            out.append(segment)
-        else:
-            out += [f"{column}={_escape_value(value)}" for s, e, column, value in spans if start <= s and e <= end]
-        start = end + 1
-    return out
-
-
-def find_objects(source: Source) -> list[DeliveredObject]:
-    """The objects that make up a table, oldest first."""
-    found = []
-    if not os.path.isdir(source.walk_from):
-        return found
-    for directory, subdirs, files in os.walk(source.walk_from):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith((".", "_")))
-        for filename in files:
-            if filename.startswith((".", "_")):
-                continue
-            path = os.path.join(directory, filename)
-            key = os.path.relpath(path, source.bucket_dir).replace(os.sep, "/")
-            if not key.startswith(source.prefix) or ERROR_DIRECTORIES & set(key.split("/")[:-1]):
-                continue
-            match = None
-            if source.pattern is not None:
-                match = source.pattern.match(key)
-                if match is None or any(p.match(key) for p in source.excluded):
-                    continue
-            try:
-                st = os.stat(path)
-                if st.st_size == 0:
-                    continue
-                kind = _sniff(path)
-            except OSError:  # removed meanwhile
-                continue
-            found.append(DeliveredObject(path, key, kind, _partitions(key, match, source.partition_keys), st.st_mtime,
-                                         st.st_size, st.st_mtime_ns))
-    found.sort(key=lambda o: (o.mtime, o.key))
-    return found
-
+# ------------------------------------------------------------------ registration
 
 def _family(kind: str) -> str:
     return kind if kind in ("parquet", "orc") else "json"
 
-
-def _back_to_back(head: bytes) -> bool:
-    """Whether the first JSON value of `head` is followed by another on the same line (records
-    written with no delimiter). A first value longer than `head` cannot be judged: no."""
-    text = head.decode("utf-8", "ignore").lstrip()
-    try:
-        _, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:
-        return False
-    rest = text[end:].lstrip(" \t\r")
-    return bool(rest) and not rest.startswith("\n")
-
-
-def _peek_records(path: str, kind: str) -> bytes:
-    """The first bytes of an object's records (at most one snappy block's worth)."""
-    if kind == "gzip":
-        with gzip.open(path, "rb") as f:
-            return f.read(_PEEK)
-    with open(path, "rb") as f:
-        head = f.read(_PEEK)
-    if kind == "hadoop-snappy" and len(head) >= 8:
-        # The first block: uncompressed length, compressed length, the raw snappy bytes.
-        length = int.from_bytes(head[4:8], "big")
-        return compression.decompress(head[: 8 + length], "HADOOP_SNAPPY")
-    return head
-
-
-def _json_lines(data: bytes) -> bytes:
-    """Records as one JSON value per line (values written back to back are split)."""
-    text = data.decode("utf-8", "replace")
-    decoder, out, pos = json.JSONDecoder(), [], 0
-    while pos < len(text):
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
-        if pos >= len(text):
-            break
-        try:
-            value, end = decoder.raw_decode(text, pos)
-        except ValueError:
-            # Not JSON from here on: keep the rest as lines (Spark reports them as corrupt records).
-            out += [line for line in text[pos:].splitlines() if line.strip()]
-            break
-        out.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
-        pos = end
-    return ("\n".join(out) + "\n").encode() if out else b""
-
-
-def _needs_copy(obj: DeliveredObject) -> bool:
-    """Whether Spark cannot read the object's JSON as it is."""
-    name = os.path.basename(obj.path)
-    if obj.kind in ("zip", "snappy", "zstd"):
-        return True
-    if obj.kind == "gzip" and not name.endswith(".gz"):
-        return True  # a custom FileExtension: Spark picks codecs by extension
-    if obj.kind == "hadoop-snappy" and not name.endswith(".snappy"):
-        return True
-    if obj.kind == "plain" and name.endswith(_CODEC_EXTENSIONS):
-        return True  # Spark would take the extension for a codec
-    try:
-        return _back_to_back(_peek_records(obj.path, obj.kind))
-    except (OSError, EOFError, ValueError):
-        return False  # unreadable: Spark will say so
-
-
-_FORMAT_OF_KIND = {"gzip": "GZIP", "zip": "ZIP", "snappy": "Snappy", "hadoop-snappy": "HADOOP_SNAPPY", "plain": None}
-
-
-def _json_copy(obj: DeliveredObject, cache_dir: str, family: str = "json") -> str:
-    """The object's records as plain JSON lines (lines of text for the text family) in the
-    cache (made once per object version)."""
-    st = os.stat(obj.path)
-    digest = hashlib.sha1(f"{obj.path}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:20]
-    copy = os.path.join(cache_dir, f"{digest}.json")
-    if not os.path.exists(copy):
-        with open(obj.path, "rb") as f:
-            raw = f.read()
-        data = channel_objects.decompress(raw, "ZSTD") if obj.kind == "zstd" else \
-            compression.decompress(raw, _FORMAT_OF_KIND[obj.kind])
-        tmp = f"{copy}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data if family == "text" else _json_lines(data))
-        os.replace(tmp, copy)
-    return copy
-
-
-def _tree_name(obj: DeliveredObject, copied: bool) -> str:
-    name = os.path.basename(obj.path)
-    if copied:
-        for ext in _CODEC_EXTENSIONS:
-            if name.endswith(ext):
-                name = name[: -len(ext)]
-        name += ".json"
-    # Spark skips files whose names start with "_" or "." (a stream may be called "_x").
-    return "f" + name if name.startswith(("_", ".")) else name
-
-
-def build_view_tree(table: str, objects: Iterable[DeliveredObject], tree_root: str, cache_dir: str,
-                    family: str) -> tuple[str, int, dict[str, str]]:
-    """The directory Spark reads for a table: k=v directories holding links to the objects (or to
-    their decompressed copies). Returns it, how many objects were copied, and the links by key."""
-    root = os.path.join(tree_root, table)
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(root)
-    copied = 0
-    taken: dict[str, str] = {}
-    for obj in objects:
-        target, copy = obj.path, family in ("json", "text") and _needs_copy(obj)
-        if copy:
-            target = _json_copy(obj, cache_dir, family)
-            copied += 1
-        directory = os.path.join(root, *obj.partitions)
-        name = _tree_name(obj, copy)
-        link = os.path.join(directory, name)
-        n = 1
-        while link in taken:  # two objects of one name in different directories
-            link = os.path.join(directory, f"{n}-{name}")
-            n += 1
-        taken[link] = obj.key
-        os.makedirs(directory, exist_ok=True)
-        os.symlink(target, link)
-    return root, copied, {key: link for link, key in taken.items()}
-
-
-# ------------------------------------------------------------------ registration
 
 def _temp_dir() -> str:
     path = tempfile.mkdtemp(prefix="kinesim-sql-")

@@ -41,7 +41,8 @@ def warm_up(address: str, directory: str, endpoint_url: str) -> None:
     from .json_schemas import SchemaCache
     from .remote import remote_session
     from .results import print_result, spark_error, spark_errors
-    from .tables import Catalog, plan_tables, prefix_source, register_sources
+    from .table_sources import prefix_source
+    from .tables import Catalog, plan_tables, register_sources
 
     root = os.path.join(directory, "warmup")
     shutil.rmtree(root, ignore_errors=True)
