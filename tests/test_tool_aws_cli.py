@@ -45,11 +45,22 @@ def cli(aws: str, env: dict[str, str], *args: str, expect: int | None = 0):
     return run_tool([aws, *args], env, expect=expect)
 
 
+_last_deploy = {"second": 0}
+
+
 def deploy(aws, env, tmp_path: Path, stack: str, template: str, *args: str, expect: int | None = 0):
     path = tmp_path / f"{stack}-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(template)
-    return cli(aws, env, "cloudformation", "deploy", "--template-file", str(path), "--stack-name", stack, *args,
-               expect=expect)
+    # The CLI names its change set after the current second (awscli's deployer.py:
+    # "awscli-cloudformation-package-deploy-" + str(int(time.time()))), and change sets stay after
+    # they are executed or fail, as on AWS: a second deploy of a stack within the same second is
+    # refused with AlreadyExistsException, there as here. Each deploy starts in a later second.
+    wait_for(lambda: int(time.time()) > _last_deploy["second"], timeout=5, interval=0.05)
+    try:
+        return cli(aws, env, "cloudformation", "deploy", "--template-file", str(path), "--stack-name", stack, *args,
+                   expect=expect)
+    finally:
+        _last_deploy["second"] = int(time.time())
 
 
 def describe(aws, env, stack: str) -> dict:
@@ -121,12 +132,6 @@ def test_exports_imports_and_previous_parameter_values(aws, env, kinesis, tmp_pa
     # The same again: an empty change set fails `deploy` (awscli 1.x) unless told not to.
     res = deploy(aws, env, tmp_path, producer, updated, expect=255)
     assert f"No changes to deploy. Stack {producer} is up to date" in res.stdout + res.stderr, res.stdout + res.stderr
-    # The CLI names its change set after the current second (awscli's deployer.py:
-    # "awscli-cloudformation-package-deploy-" + str(int(time.time()))), and the empty one just
-    # made stays, FAILED, as on AWS: a deploy within the same second is refused with
-    # AlreadyExistsException, there as here. The next one starts in a later second.
-    failed_in = int(time.time())
-    wait_for(lambda: int(time.time()) > failed_in, timeout=5, interval=0.05)
     res = deploy(aws, env, tmp_path, producer, updated, "--no-fail-on-empty-changeset")
     assert "No changes to deploy" in res.stdout + res.stderr
     assert describe(aws, env, producer)["StackStatus"] == "UPDATE_COMPLETE"
