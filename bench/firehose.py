@@ -27,10 +27,7 @@ import http.client
 import json
 import os
 import platform
-import shutil
-import signal
 import sys
-import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -46,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client  # noqa: E402
 import report  # noqa: E402
 import workloads as wl  # noqa: E402
-from peers import Server, _terminate, choices, stop_all  # noqa: E402
+from peers import Server, choices, in_work_dir  # noqa: E402
 
 TARGETS = ("kinesim", "kinesim-mem", "moto")
 RECORD_BYTES = 1024
@@ -375,17 +372,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     client.HTTP_IMPL = args.http  # before any client process is forked
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
-    work_dir = Path(tempfile.mkdtemp(prefix="kinesim-bench-firehose-"))
-    try:
-        figs = {t: bench_target(t, args, work_dir) for t in args.targets}
-    except KeyboardInterrupt:
-        log("interrupted; stopping servers")
-        return 130
-    finally:
-        stop_all()
-        shutil.rmtree(work_dir, ignore_errors=True)
+    figs: dict[str, dict] = {}
+    interrupted = in_work_dir("kinesim-bench-firehose-", lambda work_dir: figs.update(
+        {t: bench_target(t, args, work_dir) for t in args.targets}) or 0, log)
+    if interrupted:
+        return interrupted
     print()
     print(f"Firehose benchmark: PutRecordBatch {args.seconds:g} s, {args.clients} client threads ({args.http} HTTP "
           f"client); put -> object {args.samples} samples per interval; {platform.node()} ({os.cpu_count()} cores)")
