@@ -42,6 +42,10 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
         def _check_gil(self) -> None:
             pass
 
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.main_loop_interrupt = WakingEvent()
+
     limit_malloc_arenas()
     warn_if_exposed(settings)
     if not 0 < settings.idle_connection_s <= 60:
@@ -91,6 +95,20 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
         if owner is not None:
             owner.release()
         log.info("kinesim stopped")
+
+
+class WakingEvent(threading.Event):
+    """An Event whose untimed wait wakes twice a second to let the main thread run signal handlers.
+    Python runs them in the main thread only, and a SIGTERM or Ctrl-C the kernel hands to another
+    of the process's threads does not wake a main thread blocked without a timeout: granian's main
+    loop then slept on, and `kill` left the server running (stops under load hung until SIGKILL)."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None:
+            return super().wait(timeout)
+        while not super().wait(0.5):
+            pass
+        return True
 
 
 def limit_malloc_arenas(arenas: int = 2) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import start_server
+from conftest import ctrl_c_reaches_child, start_server
 from kinesim.config import Settings
 from readme_blocks import ROOT, Block, blocks
 
@@ -127,8 +127,10 @@ def test_block_runs_alone_and_again(block, readme_server, tmp_path):
         command, cwd = [sys.executable, str(script)], tmp_path
     script.write_text(_as_run_here(block, port))
     for attempt in ("first", "second"):
+        # A user's shell passes Ctrl-C on, even when this suite runs as a background job (which
+        # starts it with SIGINT ignored, and bash cannot undo an ignored signal it was started with).
         proc = subprocess.run(command, cwd=cwd, env=_fresh_env(port, home), stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, preexec_fn=ctrl_c_reaches_child)
         report = (f"README line {block.line} ({block.name}), {attempt} run:\n"
                   f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
         assert proc.returncode == 0, report
