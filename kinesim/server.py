@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from typing import Any
 
 from .config import Settings, SettingsError
@@ -32,8 +31,6 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
     from granian.server.mt import MTServer
-
-    from .analytics import connect_server
 
     class OneProcessServer(MTServer):
         # granian runs workers as threads only on free-threaded Python and checks for it; its
@@ -61,7 +58,10 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
     log.info("kinesim listening on %s (data: %s)", url,
              "in memory" if settings.in_memory else os.path.abspath(settings.data_dir))
     log.info("web console: %s/_kinesim/console/", _local_url(settings))
-    supervisor = connect_server.spawn(_local_url(settings), spark_memory) if spark else None
+    supervisor = None
+    if spark:
+        from .analytics import connect_server
+        supervisor = connect_server.spawn(_local_url(settings), spark_memory)
     server = OneProcessServer(
         "kinesim.edge:Edge", address=settings.host, port=settings.port, interface=Interfaces.WSGI,
         http=HTTPModes.auto, workers=1, log_enabled=settings.log_level == "debug",
@@ -88,6 +88,7 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
         reaper.stop()
         # Stopping the server stops everything it started, and a warm Spark some `kinesim sql`
         # started for its data (the supervisor would otherwise wait for missed health checks).
+        from .analytics import connect_server  # here, not at start-up (7 ms before the first answer)
         connect_server.stop_supervisor(os.path.dirname(edge.store.path))
         if supervisor is not None:  # gone by now, unless it was still starting
             connect_server.stop_process(supervisor)
@@ -174,6 +175,7 @@ def free_port() -> int:
 
 
 def wait_ready(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    import urllib.request  # for tests and tools: `kinesim serve` does not need it (12 ms of its start-up)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:

@@ -33,11 +33,11 @@ from http import HTTPStatus
 from typing import Any, Callable, Iterable, Protocol
 from urllib.parse import parse_qs, unquote
 
-import botocore.loaders
 import orjson
 
 from . import auth
 from .errors import AwsError
+from .models import load_service_model
 
 log = logging.getLogger("kinesim.rest")
 
@@ -90,7 +90,7 @@ class RestJsonProtocol:
     """Routing and (de)serialization of one rest-json service, from its botocore model."""
 
     def __init__(self, service: str, malformed_body: Callable[[str], AwsError]):
-        model = botocore.loaders.Loader().load_service_model(service, "service-2")
+        model = load_service_model(service)
         if model["metadata"].get("protocol") != "rest-json":
             raise ValueError(f"{service} does not speak rest-json")
         self.service = service

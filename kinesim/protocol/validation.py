@@ -65,9 +65,6 @@ import math
 import threading
 from typing import Any
 
-import botocore.exceptions
-import botocore.loaders
-
 from .constraints import (
     AWS_ENUM_ORDER, MAX_LISTED_ERRORS, aws_member_order, collection_constraint_text, constraint_error,
     lower_first, null_member, pattern_matcher, scalar_constraints, utf16_len, violations,
@@ -77,27 +74,10 @@ from .conversions import (
     conv_blob, located_coercer, scalar_converter, type_error_list, type_error_map, type_error_structure,
 )
 from .errors import AwsError
+from .models import load_service_model
 
 __all__ = ["ModelValidator", "null_member", "violations"]
 _aws_member_order = aws_member_order  # its former name, which tests/test_validation.py imports
-
-
-def load_service_model(service: str) -> dict[str, Any]:
-    """botocore's model of `service` at its latest API version, as `Loader.load_service_model`
-    gives it (sdk-extras merged), without that method's first step: a listing of every service's
-    directory (~400 of them) to check the name, which cost each validator ~10 ms at start-up. An
-    unknown service is botocore's DataNotFoundError."""
-    loader = botocore.loaders.Loader()
-    version = loader.determine_latest_version(service, "service-2")
-    model = loader.load_data(f"{service}/{version}/service-2")
-    extras = []
-    for extras_type in loader.extras_types:
-        try:
-            extras.append(loader.load_data(f"{service}/{version}/service-2.{extras_type}-extras"))
-        except botocore.exceptions.DataNotFoundError:
-            pass
-    botocore.loaders.ExtrasProcessor().process(model, extras)
-    return model
 
 
 class _Invalid(Exception):
