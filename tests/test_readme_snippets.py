@@ -10,7 +10,7 @@ that no block finds what an earlier one made. What the test changes in a block, 
 `localhost:4566` becomes the test server's port, `.venv/bin/` the running venv's bin directory
 (`.venv/bin/` of this checkout under `make test`), and localstack-client, which always targets
 localhost:4566, gets the port through its own setting (LOCALSTACK_HOST). A shell line that runs
-until Ctrl-C (its comment says so) gets Ctrl-C once it has printed something, or after 5 s: it
+until Ctrl-C (its comment says so) gets Ctrl-C once it has printed something, or after 3 s: it
 passes if it was still running and then ended as Ctrl-C ends it. Shell blocks run under
 `bash -e -o pipefail`: every command must succeed, as a user reading the output would expect.
 """
@@ -51,7 +51,7 @@ SKIPPED = {
 RUN = [b for b in reversed(blocks()) if b.name not in SKIPPED]
 
 # A user pressing Ctrl-C: once the command has printed output (errors go to stderr and do not
-# count), or after 5 s of silence for a command that waits for new records.
+# count), or after 3 s of silence for a command that waits for new records.
 UNTIL_CTRL_C = r"""
 until_ctrl_c() {
     local out err pid status=0 waited=0
@@ -60,7 +60,7 @@ until_ctrl_c() {
     "$@" >"$out" 2>"$err" &
     pid=$!
     set +m
-    while kill -0 "$pid" 2>/dev/null && [ ! -s "$out" ] && [ "$waited" -lt 50 ]; do
+    while kill -0 "$pid" 2>/dev/null && [ ! -s "$out" ] && [ "$waited" -lt 30 ]; do
         sleep 0.1; waited=$((waited + 1))
     done
     if kill -INT "$pid" 2>/dev/null; then
