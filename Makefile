@@ -21,14 +21,13 @@ setup: $(STAMP)
 serve: $(STAMP)
 	$(VENV)/bin/kinesim serve $(ARGS)
 
-# Two test processes, each taking whole files (module fixtures start one server per file; the
-# slowest files first, see tests/conftest.py): most
+# Two test processes, each taking whole files (module fixtures start one server per file): most
 # tests wait on servers, Spark or functions, so two halve the suite's time even on 2 cores.
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/run.py $(ARGS)

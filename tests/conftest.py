@@ -15,23 +15,6 @@ from kinesim.server import ServerProcess, free_port
 from kinesim.store import Store
 
 
-def pytest_collection_modifyitems(config, items):
-    """Whole modules in this order: those with a long-running test (marked `slow`: Spark, the fuzz
-    sweep, the deploy tools) first, then the others, those with the most tests first. `make test`
-    hands files to its two workers in this order (--no-loadscope-reorder): xdist's own order, by
-    test count alone, handed out the slow modules last, as they have few tests, and one worker then
-    ran the longest of them alone for the suite's last two minutes."""
-    modules: dict[str, list] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-
-    def order(name: str) -> tuple[bool, int]:
-        tests = modules[name]
-        return not any(test.get_closest_marker("slow") for test in tests), -len(tests)
-
-    items[:] = [test for name in sorted(modules, key=order) for test in modules[name]]
-
-
 def client_for(url: str, service: str = "kinesis", **config):
     return boto3.client(service, endpoint_url=url, region_name="us-east-1", aws_access_key_id="test",
                         aws_secret_access_key="test", config=Config(retries={"max_attempts": 1}, **config))

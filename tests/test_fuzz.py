@@ -60,7 +60,6 @@ def _report(failures: list[tuple[Request, Outcome]], limit: int = 60) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.slow
 def test_every_operation_answers_fuzzed_requests_without_5xx(fuzz_server):
     url = fuzz_server.url
     kinesis = client_for(url)

@@ -22,7 +22,7 @@ APP = Path(__file__).parent / "tools" / "cdk_app"
 TOOLKIT_STACK = "CDKToolkit"
 
 # A first run installs the CDK (~10-20 s); each CLI run synthesizes the app with node (~10 s here).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = pytest.mark.timeout(1500)
 
 
 @pytest.fixture(scope="module")

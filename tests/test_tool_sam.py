@@ -24,7 +24,7 @@ APP = Path(__file__).parent / "tools" / "sam_app"
 MANAGED_STACK = "aws-sam-cli-managed-default"
 
 # A first run installs the SAM CLI (~1-2 min); each deploy waits on stack events.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = pytest.mark.timeout(1500)
 
 
 @pytest.fixture(scope="module")
