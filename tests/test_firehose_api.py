@@ -554,8 +554,13 @@ def test_metrics_route(fh_server, firehose, s3):
     firehose.create_delivery_stream(DeliveryStreamName=n, ExtendedS3DestinationConfiguration=dest(
         b, BufferingHints={"IntervalInSeconds": 0}))
     firehose.put_record_batch(DeliveryStreamName=n, Records=[{"Data": b"12345"}] * 4)
-    wait_for(lambda: metrics(fh_server.url, n)["DeliveryToS3.Records"] == 4)
-    m = metrics(fh_server.url, n)
+
+    def delivered():
+        # An object is counted as written just before its records leave the buffer: wait for both.
+        m = metrics(fh_server.url, n)
+        return m if m["DeliveryToS3.Records"] == 4 and m["BufferedRecords"] == 0 else None
+
+    m = wait_for(delivered)
     assert m["DeliveryToS3.Bytes"] == 20 and m["DeliveryToS3.ObjectCount"] >= 1
     assert m["DeliveryToS3.DataFreshness"] == 0 and m["BufferedBytes"] == 0
     with pytest.raises(urllib.error.HTTPError) as e:
