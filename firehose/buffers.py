@@ -116,6 +116,12 @@ class Buffer:
             first = self.store.firehose_buffer_read(self.name, 0, 1)
             self.oldest_arrival = first[0][2] if first else None
 
+    def stats(self) -> tuple[int, int, float | None]:
+        """Records, bytes and the oldest arrival buffered, as of one moment: other threads (metrics,
+        the console) read them while the worker commits, which changes them one after the other."""
+        with self.changed:
+            return self.pending_count, self.pending_bytes, self.oldest_arrival
+
     def wait(self, timeout: float) -> None:
         with self.changed:
             if self._seen == self.next_seq:

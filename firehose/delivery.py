@@ -245,8 +245,7 @@ class Worker(threading.Thread):
         the size hint is reached, else when the oldest record has waited the interval."""
         with self.ds.lock:
             hints = dict(self.ds.destination["BufferingHints"])
-        source = self.source
-        count, size, oldest = source.pending_count, source.pending_bytes, source.oldest_arrival
+        count, size, oldest = self.source.stats()
         interval = hints["IntervalInSeconds"] * self.scale
         next_flush = None
         if count and oldest is not None:
@@ -312,8 +311,7 @@ class Worker(threading.Thread):
         log.log(logging.WARNING if loud else logging.DEBUG, "firehose %s: %s (retrying)", self.ds.name, text)
 
     def snapshot(self) -> dict[str, Any]:
-        source = self.source
-        return self.activity.metrics(self.ds.name, source.pending_count, source.pending_bytes, source.oldest_arrival)
+        return self.activity.metrics(self.ds.name, *self.source.stats())
 
 
 class Deliveries:

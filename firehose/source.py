@@ -78,6 +78,12 @@ class KinesisSource:
         except IndexError:
             return None
 
+    def stats(self) -> tuple[int, int, float | None]:
+        """Records, bytes and the oldest arrival pending (only the worker changes them; `commit`
+        drops its records from the count before their bytes, so a reader may see fewer records)."""
+        pending = self.pending[:1]
+        return len(self.pending), self.pending_bytes, pending[0].arrival if pending else None
+
     def fill(self, max_bytes: int) -> None:
         """Read what the readable shards hold, until `max_bytes` are pending."""
         changed = False
