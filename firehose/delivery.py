@@ -201,17 +201,17 @@ class Worker(threading.Thread):
         size = hints["SizeInMBs"] * MiB
         interval = hints["IntervalInSeconds"] * self.scale
         self.source.fill(size)
-        with self._flushes:
+        with self._flushes:  # a flush asked for is owed every record appended before it
+            count, pending_bytes, oldest = self.source.stats()
             if self._flush_asked > self._flush_seen:
-                self._flush_seen, self._owed = self._flush_asked, self.source.pending_count
-        oldest = self.source.oldest_arrival
+                self._flush_seen, self._owed = self._flush_asked, count
         if self._owed <= 0:
             self._served()
-        if not self.source.pending_count or oldest is None:
+        if not count or oldest is None:
             self.source.wait(IDLE_WAIT_S)
             return
         due = oldest + interval - time.time()
-        if self._owed <= 0 and self.source.pending_bytes < size and due > 0:
+        if self._owed <= 0 and pending_bytes < size and due > 0:
             # At most a second: a flush asked for just before this wait (its wake missed) starts soon.
             self.source.wait(min(due, IDLE_WAIT_S))
             return

@@ -67,17 +67,6 @@ class KinesisSource:
 
     # what the delivery loop reads
 
-    @property
-    def pending_count(self) -> int:
-        return len(self.pending)
-
-    @property
-    def oldest_arrival(self) -> float | None:
-        try:  # read by other threads too (the console) while the worker commits
-            return self.pending[0].arrival
-        except IndexError:
-            return None
-
     def stats(self) -> tuple[int, int, float | None]:
         """Records, bytes and the oldest arrival pending (only the worker changes them; `commit`
         drops its records from the count before their bytes, so a reader may see fewer records)."""
