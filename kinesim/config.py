@@ -72,6 +72,21 @@ class Settings:
     verify_signatures: bool = False
     credentials: list[str] = field(default_factory=list)
 
+    @property
+    def local_host(self) -> str:
+        """The address this machine reaches the server at (a wildcard bind is reached on loopback)."""
+        return "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+
+    @property
+    def local_authority(self) -> str:
+        """`host:port` as a URL or a Host header names it (an IPv6 address in brackets)."""
+        host = self.local_host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    @property
+    def local_url(self) -> str:
+        return f"http://{self.local_authority}"
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
 

@@ -26,6 +26,7 @@ import orjson
 
 from .admin import OwnRoutes, is_loopback
 from .config import Settings, SettingsError
+from . import pool_keeper
 from .guard import Refusal, RequestGuard
 from .protocol import auth, codec, eventstream, sigv4
 from .protocol.body import read_bounded
@@ -66,6 +67,8 @@ class Edge(Services):
         super().__init__(settings, _own_credentials(secrets))
         self.json_signing_names = frozenset(("kinesis", "firehose", "logs", "sqs", "ecr", "ssm"))
         self.flask = OwnRoutes(self)  # kinesim's own routes; Flask and the web console on first use
+        # While clients call, a request of its own every second (see pool_keeper); started by `serve`.
+        self.keeper = pool_keeper.PoolKeeper((settings.local_host, settings.port), settings.local_authority)
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
         # The temporary credentials STS issues are accepted too, until they expire.
         self.verifier = None if secrets is None else sigv4.Verifier(ChainMap(self.sts.credentials, secrets))
@@ -78,6 +81,9 @@ class Edge(Services):
             origin = self.guard.check(environ)
         except Refusal as refusal:
             return self._refuse(AwsError("AccessDeniedException", refusal.message, 403), environ, start_response, app)
+        if app is self.keeper.answer:
+            return app(environ, start_response)
+        self.keeper.arrived()
         if origin is not None:
             if self.guard.is_preflight(environ):
                 return self.guard.preflight(environ, origin, start_response, request_id())
@@ -116,7 +122,7 @@ class Edge(Services):
         if is_s3_request(environ):
             return self.s3
         if environ.get("PATH_INFO", "").startswith("/_kinesim/"):
-            return self.flask
+            return self.keeper.answer if environ["PATH_INFO"] == pool_keeper.PATH else self.flask
         if environ.get("REQUEST_METHOD") == "POST" or signed_for in self.json_signing_names:
             return None
         return self.flask

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .config import Settings, SettingsError
 from .edge import Edge
@@ -57,11 +57,11 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
     connections = raise_open_files_limit()
     log.info("kinesim listening on %s (data: %s)", url,
              "in memory" if settings.in_memory else os.path.abspath(settings.data_dir))
-    log.info("web console: %s/_kinesim/console/", _local_url(settings))
+    log.info("web console: %s/_kinesim/console/", settings.local_url)
     supervisor = None
     if spark:
         from .analytics import connect_server
-        supervisor = connect_server.spawn(_local_url(settings), spark_memory)
+        supervisor = connect_server.spawn(settings.local_url, spark_memory)
     server = OneProcessServer(
         "kinesim.edge:Edge", address=settings.host, port=settings.port, interface=Interfaces.WSGI,
         http=HTTPModes.auto, workers=1, log_enabled=settings.log_level == "debug",
@@ -82,9 +82,11 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
         http1_settings=HTTP1Settings(header_read_timeout=max(1, int(settings.idle_connection_s * 1000)),
                                      max_buffer_size=MAX_HEAD_BYTES))
     reaper = IdleReaper(settings.port, settings.idle_connection_s).start()
+    edge.keeper.start()
     try:
         server.serve(target_loader=lambda *a, **k: edge, wrap_loader=False)
     finally:
+        edge.keeper.stop()
         reaper.stop()
         # Stopping the server stops everything it started, and a warm Spark some `kinesim sql`
         # started for its data (the supervisor would otherwise wait for missed health checks).
@@ -122,11 +124,6 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
 
 
 _M_ARENA_MAX = -8  # malloc.h
-
-
-def _local_url(settings: Settings) -> str:
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    return f"http://{host}:{settings.port}"
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -228,8 +225,9 @@ class ServerProcess:
             cmd.append("--enforce-limits")
         return cmd
 
-    def start(self, timeout: float = 30.0) -> "ServerProcess":
-        self.proc = subprocess.Popen(self.command())
+    def start(self, timeout: float = 30.0, preexec_fn: Callable[[], None] | None = None) -> "ServerProcess":
+        """`preexec_fn` runs in the child before the server (to reset a signal, say)."""
+        self.proc = subprocess.Popen(self.command(), preexec_fn=preexec_fn)
         wait_ready(self.url, timeout, self.proc)
         return self
 

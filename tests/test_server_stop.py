@@ -8,14 +8,13 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import subprocess
 import sys
 
 import pytest
 
 from conftest import client_for, ctrl_c_reaches_child
 from kinesim.config import Settings
-from kinesim.server import ServerProcess, free_port, wait_ready
+from kinesim.server import ServerProcess, free_port
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill(2) is Linux's")
 
@@ -34,10 +33,8 @@ def _to_thread(pid: int, tid: int, sig: int) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_to_any_thread_stops_the_server(tmp_path, sig):
     settings = Settings(port=free_port(), data_dir=str(tmp_path / "data"), create_stream_ms=0, log_level="warning")
-    server = ServerProcess(settings)
-    server.proc = subprocess.Popen(server.command(), preexec_fn=ctrl_c_reaches_child)
+    server = ServerProcess(settings).start(60, preexec_fn=ctrl_c_reaches_child)
     try:
-        wait_ready(server.url, 60, server.proc)
         client_for(server.url).create_stream(StreamName="s", ShardCount=1)  # a request thread exists
         pid = server.proc.pid
         others = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)

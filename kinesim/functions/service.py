@@ -151,12 +151,7 @@ class LambdaService:
     @property
     def endpoint_url(self) -> str:
         """This server's URL as functions should call it (AWS_ENDPOINT_URL in their environment)."""
-        host = self.settings.host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.settings.port}"
+        return self.settings.local_url
 
     def function_arn(self, name: str, qualifier: str | None = None) -> str:
         arn = f"arn:aws:lambda:{self.settings.region}:{self.settings.account_id}:function:{name}"
