@@ -381,37 +381,40 @@ def test_deleting_the_stream_ends_a_subscription_with_an_error(k):
 # Consumer states, on a server with state delays
 
 
-@pytest.fixture(scope="module")
-def slow(tmp_path_factory):
-    proc = start_server(tmp_path_factory, update_stream_ms=400)
-    yield proc
-    proc.stop()
-
-
-def test_a_consumer_that_is_not_active_cannot_subscribe(slow):
-    k = client_for(slow.url)
-    name, arn = new_stream(k)
-    consumer = k.register_stream_consumer(StreamARN=arn, ConsumerName="early")["Consumer"]
-    assert consumer["ConsumerStatus"] == "CREATING"
-    with pytest.raises(ClientError) as e:
-        k.subscribe_to_shard(ConsumerARN=consumer["ConsumerARN"], ShardId=sid(0), StartingPosition={"Type": "LATEST"})
-    code, message = error_of(e)
-    assert code == "ResourceInUseException" and "early" in message and "ACTIVE" in message
-    deadline = time.monotonic() + 30
-    while k.describe_stream_consumer(ConsumerARN=consumer["ConsumerARN"])["ConsumerDescription"][
-            "ConsumerStatus"] != "ACTIVE":
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    sub = Subscriber(k, consumer["ConsumerARN"], Type="LATEST")
-    k.put_record(StreamName=name, Data=b"now", PartitionKey="p")
-    sub.wait_for(lambda s: s.data() == [b"now"])
-    sub.close()
-    k.deregister_stream_consumer(ConsumerARN=consumer["ConsumerARN"])
-    assert k.describe_stream_consumer(ConsumerARN=consumer["ConsumerARN"])["ConsumerDescription"][
-        "ConsumerStatus"] == "DELETING"
-    with pytest.raises(ClientError) as e:
-        k.subscribe_to_shard(ConsumerARN=consumer["ConsumerARN"], ShardId=sid(0), StartingPosition={"Type": "LATEST"})
-    assert error_of(e)[0] == "ResourceInUseException"
+def test_a_consumer_that_is_not_active_cannot_subscribe(tmp_path_factory):
+    """CREATING and DELETING last `update_stream_ms`. The consumer that is to be DELETING is made
+    ACTIVE by a server without delays; the same data directory is then served with a ten-minute
+    delay, so both states hold for the whole test however slowly its calls go (a 400 ms window
+    closed between DeregisterStreamConsumer and DescribeStreamConsumer on a loaded CI machine)."""
+    proc = start_server(tmp_path_factory)
+    try:
+        k = client_for(proc.url)
+        name, arn = new_stream(k)
+        live = k.register_stream_consumer(StreamARN=arn, ConsumerName="live")["Consumer"]["ConsumerARN"]
+        sub = Subscriber(k, live, Type="LATEST")
+        k.put_record(StreamName=name, Data=b"now", PartitionKey="p")
+        sub.wait_for(lambda s: s.data() == [b"now"])
+        sub.close()
+    finally:
+        proc.stop()
+    proc.settings.update_stream_ms = 600_000
+    proc.start()
+    try:
+        k = client_for(proc.url)
+        consumer = k.register_stream_consumer(StreamARN=arn, ConsumerName="early")["Consumer"]
+        assert consumer["ConsumerStatus"] == "CREATING"
+        with pytest.raises(ClientError) as e:
+            k.subscribe_to_shard(ConsumerARN=consumer["ConsumerARN"], ShardId=sid(0),
+                                 StartingPosition={"Type": "LATEST"})
+        code, message = error_of(e)
+        assert code == "ResourceInUseException" and "early" in message and "ACTIVE" in message
+        k.deregister_stream_consumer(ConsumerARN=live)
+        assert k.describe_stream_consumer(ConsumerARN=live)["ConsumerDescription"]["ConsumerStatus"] == "DELETING"
+        with pytest.raises(ClientError) as e:
+            k.subscribe_to_shard(ConsumerARN=live, ShardId=sid(0), StartingPosition={"Type": "LATEST"})
+        assert error_of(e)[0] == "ResourceInUseException"
+    finally:
+        proc.stop()
 
 
 # DeleteStream with consumers

@@ -517,7 +517,21 @@ def test_failed_writes_retry_then_go_to_the_error_output(fh_server, firehose, s3
 
 
 def test_creating_and_deleting_states(tmp_path_factory):
-    proc = start_server(tmp_path_factory, firehose_interval_scale=SCALE, create_stream_ms=400, delete_stream_ms=400)
+    """A stream made ACTIVE by a server without delays, then the same data directory served with
+    ten-minute delays: CREATING and DELETING each hold for the whole test however slowly its calls
+    go (400 ms windows could close between two calls on a loaded machine)."""
+    proc = start_server(tmp_path_factory, firehose_interval_scale=SCALE)
+    try:
+        fh = client_for(proc.url, "firehose")
+        fh.create_delivery_stream(DeliveryStreamName="ready", ExtendedS3DestinationConfiguration=dest("b"))
+        fh.create_delivery_stream(DeliveryStreamName="again", ExtendedS3DestinationConfiguration=dest("b"))
+        fh.delete_delivery_stream(DeliveryStreamName="again")
+        # Once DELETING has ended, the name is free again.
+        fh.create_delivery_stream(DeliveryStreamName="again", ExtendedS3DestinationConfiguration=dest("b"))
+    finally:
+        proc.stop()
+    proc.settings.create_stream_ms = proc.settings.delete_stream_ms = 600_000
+    proc.start()
     try:
         fh = client_for(proc.url, "firehose")
         fh.create_delivery_stream(DeliveryStreamName="slow", ExtendedS3DestinationConfiguration=dest("b"))
@@ -533,18 +547,16 @@ def test_creating_and_deleting_states(tmp_path_factory):
             fh.update_destination(DeliveryStreamName="slow", CurrentDeliveryStreamVersionId="1",
                                   DestinationId="destinationId-000000000001", ExtendedS3DestinationUpdate={"Prefix": "x/"})
         assert error_code(e)[0] == "ResourceInUseException"
-        wait_for(lambda: fh.describe_delivery_stream(DeliveryStreamName="slow")["DeliveryStreamDescription"][
-            "DeliveryStreamStatus"] == "ACTIVE")
-        fh.delete_delivery_stream(DeliveryStreamName="slow")
-        assert fh.describe_delivery_stream(DeliveryStreamName="slow")["DeliveryStreamDescription"][
+        fh.delete_delivery_stream(DeliveryStreamName="ready")
+        assert fh.describe_delivery_stream(DeliveryStreamName="ready")["DeliveryStreamDescription"][
             "DeliveryStreamStatus"] == "DELETING"
         with pytest.raises(ClientError) as e:
-            fh.put_record(DeliveryStreamName="slow", Record={"Data": b"x"})
+            fh.put_record(DeliveryStreamName="ready", Record={"Data": b"x"})
         assert error_code(e)[0] == "ResourceNotFoundException"
-        fh.delete_delivery_stream(DeliveryStreamName="slow")  # deleting again is fine
-        wait_for(lambda: "slow" not in fh.list_delivery_streams(Limit=10000)["DeliveryStreamNames"])
-        # The name is free again.
-        fh.create_delivery_stream(DeliveryStreamName="slow", ExtendedS3DestinationConfiguration=dest("b"))
+        fh.delete_delivery_stream(DeliveryStreamName="ready")  # deleting again is fine
+        with pytest.raises(ClientError) as e:  # the name is taken until DELETING ends
+            fh.create_delivery_stream(DeliveryStreamName="ready", ExtendedS3DestinationConfiguration=dest("b"))
+        assert error_code(e)[0] == "ResourceInUseException"
     finally:
         proc.stop()
 

@@ -493,26 +493,41 @@ def slow_server(tmp_path_factory):
     proc.stop()
 
 
+def status_of(k, name: str) -> str:
+    return k.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
+
+
 def test_stream_is_updating_while_resharding_then_active(slow_server):
+    """What is seen while UPDATING counts only if the stream is still UPDATING after it was seen
+    (UPDATING only ever ends); on a machine too busy for 300 ms, another stream is tried."""
     k = client_for(slow_server.url)
-    k.create_stream(StreamName="slow", ShardCount=2)
-    k.split_shard(StreamName="slow", ShardToSplit=sid(0), NewStartingHashKey="1000")
-    assert k.describe_stream_summary(StreamName="slow")["StreamDescriptionSummary"]["StreamStatus"] == "UPDATING"
-    # Reads and writes go on while UPDATING; control-plane changes wait.
-    # The split takes effect when UPDATING ends: until then records go to the old shards.
-    assert k.put_record(StreamName="slow", Data=b"x", PartitionKey="k")["ShardId"] in (sid(0), sid(1))
-    message = f"Stream slow under account {ACCOUNT} not ACTIVE, instead in state UPDATING"
-    for call in (lambda: k.split_shard(StreamName="slow", ShardToSplit=sid(1), NewStartingHashKey=str(3 << 126)),
-                 lambda: k.merge_shards(StreamName="slow", ShardToMerge=sid(0), AdjacentShardToMerge=sid(1)),
-                 lambda: k.update_shard_count(StreamName="slow", TargetShardCount=4, ScalingType="UNIFORM_SCALING")):
-        with pytest.raises(ClientError) as e:
-            call()
-        assert error_of(e) == ("ResourceInUseException", message)
-    wait_for_status(k, "slow", "ACTIVE")
-    k.update_shard_count(StreamName="slow", TargetShardCount=4, ScalingType="UNIFORM_SCALING")
-    assert k.describe_stream(StreamName="slow")["StreamDescription"]["StreamStatus"] == "UPDATING"
-    wait_for_status(k, "slow", "ACTIVE")
-    assert len(open_shards(k, "slow")) == 4
+    for attempt in range(5):
+        name = f"slow-{attempt}"
+        k.create_stream(StreamName=name, ShardCount=2)
+        k.split_shard(StreamName=name, ShardToSplit=sid(0), NewStartingHashKey="1000")
+        status = status_of(k, name)
+        # Reads and writes go on while UPDATING; control-plane changes wait.
+        # The split takes effect when UPDATING ends: until then records go to the old shards.
+        shard = k.put_record(StreamName=name, Data=b"x", PartitionKey="k")["ShardId"]
+        refused = []
+        for call in (lambda: k.split_shard(StreamName=name, ShardToSplit=sid(1), NewStartingHashKey=str(3 << 126)),
+                     lambda: k.merge_shards(StreamName=name, ShardToMerge=sid(0), AdjacentShardToMerge=sid(1)),
+                     lambda: k.update_shard_count(StreamName=name, TargetShardCount=4,
+                                                  ScalingType="UNIFORM_SCALING")):
+            with pytest.raises(ClientError) as e:
+                call()
+            refused.append(error_of(e))
+        if status_of(k, name) == "UPDATING":
+            break
+    else:
+        pytest.fail("UPDATING (300 ms) ended five times before the stream could be read")
+    assert status == "UPDATING" and shard in (sid(0), sid(1))
+    message = f"Stream {name} under account {ACCOUNT} not ACTIVE, instead in state UPDATING"
+    assert refused == [("ResourceInUseException", message)] * 3
+    wait_for_status(k, name, "ACTIVE", timeout=60)
+    k.update_shard_count(StreamName=name, TargetShardCount=4, ScalingType="UNIFORM_SCALING")
+    wait_for_status(k, name, "ACTIVE", timeout=60)
+    assert len(open_shards(k, name)) == 4
 
 
 # Lock order

@@ -197,7 +197,7 @@ def test_increase_to_less_and_decrease_to_more(kinesis, make_stream):
 
 
 def test_retention_change_needs_an_active_stream(tmp_path_factory):
-    proc = start_server(tmp_path_factory, update_stream_ms=500)
+    proc = start_server(tmp_path_factory, update_stream_ms=600_000)  # UPDATING outlasts the test
     try:
         k = client_for(proc.url)
         k.create_stream(StreamName="busy", ShardCount=2)
