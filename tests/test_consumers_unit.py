@@ -6,10 +6,12 @@ import base64
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from botocore.eventstream import EventStreamBuffer
 
+from kinesim.kinesis import consumers
 from kinesim.protocol import codec
 from kinesim.protocol.errors import AwsError
 
@@ -125,8 +127,11 @@ def test_register_describe_list_deregister(svc):
                                    f"Consumer {consumer['ConsumerARN']}, account {ACCOUNT} not found.")
 
 
-def test_consumer_states_apply_lazily(tmp_path):
-    # CREATING for a second: long enough for the calls below to see it on a busy machine.
+def test_consumer_states_apply_lazily(tmp_path, monkeypatch):
+    """CREATING and DELETING last update_stream_ms of wall-clock time; the consumers module reads a
+    clock the test moves, so the states end when the test says, not when a busy machine lets it."""
+    clock = [time.time()]
+    monkeypatch.setattr(consumers, "time", SimpleNamespace(time=lambda: clock[0], monotonic=time.monotonic))
     svc = make_service(tmp_path, update_stream_ms=1000)
     arn = create_stream(svc)
     consumer = register(svc, arn)
@@ -136,20 +141,23 @@ def test_consumer_states_apply_lazily(tmp_path):
     assert e.code == "ResourceInUseException"
     assert e.message == (f"Consumer c with creation timestamp {int(consumer['ConsumerCreationTimestamp'])} "
                          f"under stream: s , account {ACCOUNT} is not in ACTIVE status.")
-    deadline = time.monotonic() + 30
-    while svc.call("DescribeStreamConsumer", {"ConsumerARN": consumer["ConsumerARN"]})[
-            "ConsumerDescription"]["ConsumerStatus"] != "ACTIVE":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    clock[0] += 0.9
+    assert describe_status(svc, consumer) == "CREATING"
+    clock[0] += 0.2
+    assert describe_status(svc, consumer) == "ACTIVE"
 
     svc.call("DeregisterStreamConsumer", {"ConsumerARN": consumer["ConsumerARN"]})
+    clock[0] += 0.9
     listed = svc.call("ListStreamConsumers", {"StreamARN": arn})["Consumers"]
     assert [c["ConsumerStatus"] for c in listed] == ["DELETING"]
-    deadline = time.monotonic() + 30
-    while svc.call("ListStreamConsumers", {"StreamARN": arn})["Consumers"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    clock[0] += 0.2
+    assert svc.call("ListStreamConsumers", {"StreamARN": arn})["Consumers"] == []
     svc.store.close()
+
+
+def describe_status(svc, consumer: dict) -> str:
+    return svc.call("DescribeStreamConsumer", {"ConsumerARN": consumer["ConsumerARN"]})[
+        "ConsumerDescription"]["ConsumerStatus"]
 
 
 def test_consumers_survive_restart(tmp_path):
