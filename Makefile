@@ -21,10 +21,11 @@ setup: $(STAMP)
 serve: $(STAMP)
 	$(VENV)/bin/kinesim serve $(ARGS)
 
-# Two test processes, each taking whole files (module fixtures start one server per file): most
-# tests wait on servers, Spark or functions, so two halve the suite's time even on 2 cores.
-# TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+# Three test processes, each taking whole files (module fixtures start one server per file): most
+# tests wait on servers, Spark or functions, so a third process still pays on 2 cores (with one
+# core kept busy by other work: 16:58 of pytest with two, 12:48 with three). TEST_WORKERS=0 runs
+# it in one process.
+TEST_WORKERS ?= 3
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
