@@ -23,8 +23,8 @@ serve: $(STAMP)
 
 # Three test processes, each taking whole files (module fixtures start one server per file): most
 # tests wait on servers, Spark or functions, so a third process still pays on 2 cores (with one
-# core kept busy by other work: 16:58 of pytest with two, 12:48 with three). TEST_WORKERS=0 runs
-# it in one process.
+# core kept busy by other work: 16:58 of pytest with two, 12:48-14:29 in four runs with three).
+# TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
 
 test: $(STAMP)
