@@ -195,7 +195,7 @@ class ServerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{self.settings.host}:{self.settings.port}"
+        return self.settings.local_url
 
     def command(self) -> list[str]:
         s = self.settings
@@ -267,7 +267,7 @@ class InProcessServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.settings.host}:{self.settings.port}"
+        return self.settings.local_url
 
     def start(self) -> "InProcessServer":
         from werkzeug.serving import make_server

@@ -97,9 +97,13 @@ def read_all(kinesis, name: str, shard_id: str, limit: int | None = None) -> tup
             return records, resp
 
 
+def status_of(k, name: str) -> str:
+    return k.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
+
+
 def wait_for_status(kinesis, name: str, status: str, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"] != status:
+    while status_of(kinesis, name) != status:
         assert time.monotonic() < deadline, f"{name} never became {status}"
         time.sleep(0.02)
 
@@ -491,10 +495,6 @@ def slow_server(tmp_path_factory):
     proc = start_server(tmp_path_factory, update_stream_ms=300)
     yield proc
     proc.stop()
-
-
-def status_of(k, name: str) -> str:
-    return k.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
 
 
 def test_stream_is_updating_while_resharding_then_active(slow_server):

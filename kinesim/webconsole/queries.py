@@ -115,8 +115,7 @@ class Watch:
     listing, and the actions under way."""
 
     def __init__(self, edge: "Edge"):
-        host = edge.settings.host
-        self.endpoint = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{edge.settings.port}"
+        self.endpoint = edge.settings.local_url
         self.spark_dir = state_dir(edge.objects.root)
         self.directory = continuous.queries_dir(self.spark_dir)
         self.lock = threading.Lock()
