@@ -1,23 +1,28 @@
 """Patterns a client sends and the server evaluates, against text a client sends too: CloudWatch
-Logs filter patterns (`%regex%`, `*` wildcards, space-delimited fields) and the `wildcard` rule
-of Lambda event filters. Each must take time linear in the text: with `re`, `%a*a*...a*b%` over
-a line of a's backtracked for minutes and held the interpreter, so every other call of the
-server waited as long.
+Logs filter patterns (`%regex%`, `*` wildcards, space-delimited fields), the `wildcard` rule
+of Lambda event filters, and the AllowedPattern (a Java regex) of CloudFormation and SSM
+parameters. Each must take time linear in the text, or run where it holds nothing under a limit:
+with `re`, `%a*a*...a*b%` over a line of a's and `(a+)+$` over 34 a's and a b backtracked for
+minutes and held the interpreter, so every other call of the server waited as long.
 
 The unit tests are the deterministic check (each would run for hours with a backtracking
 matcher; `timeout` turns that into a failure); the server test shows what a user saw.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 
 import pytest
+from botocore.exceptions import ClientError
 
 from conftest import client_for, start_server
+from health_probe import HealthProbe
 from kinesim.functions.filters import FilterCriteria
 from kinesim.logs.patterns import PatternError, compile_pattern
+from kinesim.protocol import java_regex
 
 HOSTILE_REGEX = "%" + "a*" * 30 + "b%"
 A_LINE = "a" * 10_000
@@ -146,3 +151,59 @@ def test_patterns_aws_refuses(pattern):
 def test_two_regexes_are_allowed():
     matches = compile_pattern("{ $.a = %^x% && $.b = %y$% }")
     assert matches('{"a": "xx", "b": "yy"}') and not matches('{"a": "ax", "b": "yy"}')
+
+
+# --- Java regular expressions: AllowedPattern of CloudFormation and SSM parameters --------------
+
+BACKTRACKING = "(a+)+$"
+NEAR_MISS = "a" * 34 + "b"  # with `re`, 2^34 ways to fail: minutes with the interpreter held
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("pattern, value, expected", [
+    (BACKTRACKING, NEAR_MISS, False),
+    (BACKTRACKING, "a" * 34, True),
+    (r"\d+", "\u0661\u0662", False),                    # Java's \d is ASCII
+    (r"[a-z]+", "abc1", False),                          # the whole value, as Pattern.matches
+    # What RE2 refuses runs in a child process, under its limits.
+    (r"^(?=.*[A-Z])(?=.*\d).{8,}$", "Passw0rdx", True),  # look-ahead, as password parameters use it
+    (r"^(?=.*[A-Z])(?=.*\d).{8,}$", "password1", False),
+    (r"(\w)\1", "aa", True),                             # a back reference
+    (r"\p{Alpha}+", "abc", True),                        # a Java class RE2 lacks
+    ("(a|aa)+(?<=b)", "a" * 5000, False),                # backtracks past the child's time limit
+    ("((((a{1000}){1000}){1000}){1000})", "aaa", False),  # compiling it alone would exhaust memory
+])
+def test_java_patterns_match_in_bounded_time(pattern, value, expected):
+    assert java_regex.full_matcher(pattern)(value) is expected
+
+
+@pytest.mark.parametrize("pattern", ["(unclosed", r"a\1", "[z-a]"])
+def test_what_is_not_a_pattern_is_told(pattern):
+    with pytest.raises(java_regex.InvalidPattern):
+        java_regex.check(pattern)
+
+
+@pytest.mark.timeout(180)
+def test_a_backtracking_ssm_allowed_pattern_holds_nothing(own_server):
+    ssm = client_for(own_server.url, "ssm", read_timeout=60)
+    with HealthProbe(own_server) as probe:
+        with pytest.raises(ClientError) as e:
+            ssm.put_parameter(Name=f"/hostile/{uuid.uuid4().hex[:8]}", Type="String", Value=NEAR_MISS,
+                              AllowedPattern=BACKTRACKING)
+    assert e.value.response["Error"]["Code"] == "ParameterPatternMismatchException"
+    probe.assert_healthy()
+
+
+@pytest.mark.timeout(180)
+def test_a_backtracking_cloudformation_allowed_pattern_holds_nothing(own_server):
+    cfn = client_for(own_server.url, "cloudformation", read_timeout=60)
+    template = {"Parameters": {"Name": {"Type": "String", "AllowedPattern": BACKTRACKING}},
+                "Resources": {"P": {"Type": "AWS::SSM::Parameter",
+                                    "Properties": {"Type": "String", "Value": {"Ref": "Name"}}}}}
+    with HealthProbe(own_server) as probe:
+        with pytest.raises(ClientError) as e:
+            cfn.create_stack(StackName=f"hostile-{uuid.uuid4().hex[:8]}", TemplateBody=json.dumps(template),
+                             Parameters=[{"ParameterKey": "Name", "ParameterValue": NEAR_MISS}])
+    assert e.value.response["Error"] == {"Type": "Sender", "Code": "ValidationError",
+                                         "Message": f"Parameter 'Name' must match pattern {BACKTRACKING}"}
+    probe.assert_healthy()

@@ -8,12 +8,13 @@ property, a wrong type, an attribute that `Fn::GetAtt` cannot return.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 from cfn_tools import load_json, load_yaml
+
+from kinesim.protocol import java_regex
 
 
 class DeployError(Exception):
@@ -223,6 +224,15 @@ def parameter_values(template: dict[str, Any], overrides: dict[str, str]) -> dic
     return values
 
 
+def _matches_pattern(name: str, pattern: str, value: str) -> bool:
+    """A whole-value match of a Java regular expression, in linear time or under a limit."""
+    try:
+        return java_regex.full_matcher(pattern)(value)
+    except java_regex.InvalidPattern:  # AWS's text for this is unrecorded
+        raise TemplateError(f"Template format error: Parameter '{name}' has an AllowedPattern that is not a "
+                            "valid regular expression") from None
+
+
 def _checked_parameter(name: str, spec: dict[str, Any], raw: Any) -> Any:
     kind = str(spec.get("Type", "String"))
     if kind.startswith("AWS::SSM::Parameter"):
@@ -233,7 +243,7 @@ def _checked_parameter(name: str, spec: dict[str, Any], raw: Any) -> Any:
     for item in items:
         if "AllowedValues" in spec and item not in [str(v) for v in spec["AllowedValues"]]:
             raise TemplateError(f"Parameter '{name}' must be one of AllowedValues")
-        if "AllowedPattern" in spec and not re.fullmatch(spec["AllowedPattern"], item):
+        if "AllowedPattern" in spec and not _matches_pattern(name, str(spec["AllowedPattern"]), item):
             raise TemplateError(f"Parameter '{name}' must match pattern {spec['AllowedPattern']}")
         if "MinLength" in spec and len(item) < int(spec["MinLength"]):
             raise TemplateError(f"Parameter '{name}' must contain at least {spec['MinLength']} characters")

@@ -19,11 +19,12 @@ caller raises that when this module raises UnsupportedRegex.
 """
 from __future__ import annotations
 
-import re
 import string
 from typing import Callable
 
 import re2
+
+from kinesim.protocol.java_regex import re2_predicate
 
 MAX_REGEXES = 2
 
@@ -37,8 +38,6 @@ _ESCAPABLE = (_ALLOWED - frozenset(string.ascii_letters + string.digits)) | froz
 # admits any single repetition RE2 allows, `%.{1000}%` being 8,004 (a `.` is any UTF-8
 # sequence); patterns written to find log lines are far below it (an IPv4 address: 27).
 MAX_PROGRAM_SIZE = 10_000
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print each refused pattern on the server's stderr
@@ -57,13 +56,7 @@ def compile_regex(body: str) -> Callable[[str], bool]:
     if compiled.programsize > MAX_PROGRAM_SIZE:
         raise UnsupportedRegex(body)
 
-    def search(message: str) -> bool:
-        try:
-            return compiled.search(message) is not None
-        except UnicodeEncodeError:  # RE2 reads UTF-8, which has no lone surrogate: one U+FFFD each
-            return compiled.search(_LONE_SURROGATE.sub("\ufffd", message)) is not None
-    return search
-
+    return re2_predicate(compiled.search)
 
 def _translated(body: str) -> str:
     """`body` checked against AWS's subset, in RE2's syntax with the meaning it had with `re`."""

@@ -4,11 +4,10 @@ Texts without a recording of AWS are moto's (its SSM backend copies AWS's senten
 """
 from __future__ import annotations
 
-import re
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from kinesim.protocol.constraints import ascii_escapes
+from kinesim.protocol import java_regex
 from kinesim.protocol.errors import AwsError
 
 from . import names, views
@@ -61,28 +60,15 @@ def _tier(asked: str | None, previous: str | None, value: str) -> str:
     return tier
 
 
-def _java_pattern(pattern: str) -> Callable[[str], Any] | None:
-    """`fullmatch` for a Java regular expression: Python's engine (ASCII classes, as Java's), else
-    the `regex` package's for what only it parses (`\\p{L}`), else None."""
-    try:
-        return re.compile(pattern, re.ASCII).fullmatch
-    except re.error:
-        pass
-    try:
-        import regex  # type: ignore[import-not-found]
-        return regex.compile(ascii_escapes(pattern)).fullmatch
-    except Exception:  # not installed, or not a pattern either engine takes
-        return None
-
-
 def _check_pattern(pattern: str | None, value: str) -> None:
     if pattern is None:
         return
-    matcher = _java_pattern(pattern)
-    if matcher is None:
+    try:
+        matches = java_regex.full_matcher(pattern)(value)  # a whole-value match, as Java's Pattern.matches
+    except java_regex.InvalidPattern:
         raise AwsError("InvalidAllowedPatternException", f"The allowed pattern is not a valid regular expression: "
-                                                         f"{pattern}")
-    if not matcher(value):  # a whole-value match, as Java's Pattern.matches
+                                                         f"{pattern}") from None
+    if not matches:
         raise AwsError("ParameterPatternMismatchException",
                        f"Parameter value, cannot be validated against allowedPattern: {pattern}")
 
