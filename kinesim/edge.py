@@ -28,7 +28,7 @@ from .admin import OwnRoutes, is_loopback
 from .config import Settings, SettingsError
 from . import pool_keeper
 from .guard import Refusal, RequestGuard
-from .protocol import auth, codec, eventstream, sigv4
+from .protocol import auth, codec, eventstream, sigv4, trace_header
 from .protocol.body import read_bounded
 from .protocol.drain import answer_unread as _answer_unread
 from .protocol.errors import AwsError
@@ -234,13 +234,15 @@ class Edge(Services):
 
     def _sqs_call(self, environ: dict[str, Any], body: bytes, op: str, known: bool) -> tuple[str, list, Any]:
         """SQS: JSON 1.0 (its protocol; 1.1 bodies are the same and are taken too), answered in
-        1.0, errors with their query codes. Queue URLs name the endpoint the request came in on."""
+        1.0, errors with their query codes. Queue URLs name the endpoint the request came in on; the
+        messages it sends keep its X-Amzn-Trace-Id as their AWSTraceHeader."""
         environ[_FORMAT] = "json10"
         if not known:
             raise AwsError("UnknownOperationException")
         params, _ = codec.decode_request(body or b"{}", codec.JSON_CONTENT_TYPE)
         auth.check_environ_auth(environ, _Headers(environ))
-        result = self.sqs.call(op, params, endpoint=_endpoint(environ))
+        result = self.sqs.call(op, params, endpoint=_endpoint(environ),
+                               trace_header=trace_header.from_environ(environ))
         out, content_type = codec.encode_response(result, "json10")
         return "200 OK", [("Content-Type", content_type)], out
 

@@ -232,18 +232,20 @@ class Services:
         """The in-process deliveries by ARN that SNS subscriptions and OnFailure destinations use:
         to an SNS topic (a Publish), a Lambda function (an asynchronous invocation: the function is
         looked up first, so that a missing one is the sender's error) and a Firehose delivery
-        stream (a PutRecord through Firehose's own checks)."""
-        def to_lambda(arn: str, message: bytes, attributes: Any) -> None:
+        stream (a PutRecord through Firehose's own checks). The trace header goes on to SNS and
+        Lambda, which carry it as they do a request's (Firehose, like Kinesis, is not part of
+        Lambda's recursive loop detection)."""
+        def to_lambda(arn: str, message: bytes, attributes: Any, trace_header: str | None) -> None:
             self.functions.function(arn)
-            self.functions.async_invoker.submit(arn, message, request_id())
+            self.functions.async_invoker.submit(arn, message, request_id(), trace_header)
 
-        def to_firehose(arn: str, message: bytes, attributes: Any) -> None:
+        def to_firehose(arn: str, message: bytes, attributes: Any, trace_header: str | None) -> None:
             name = arn.split(":", 5)[5].partition("/")[2]
             self.firehose.call("PutRecord", {"DeliveryStreamName": name, "Record": {"Data": message}}, cbor=True)
 
-        def to_sns(arn: str, message: bytes, attributes: Any) -> None:
+        def to_sns(arn: str, message: bytes, attributes: Any, trace_header: str | None) -> None:
             self.sns.call("Publish", {"TopicArn": arn, "Message": message.decode("utf-8", "replace"),
-                                      **(attributes or {})})
+                                      **(attributes or {})}, trace_header)
 
         self.destinations.register("lambda", to_lambda)
         self.destinations.register("firehose", to_firehose)

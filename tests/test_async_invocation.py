@@ -519,7 +519,7 @@ def test_a_waiting_retry_resumes_with_its_attempt_count_after_a_restart(tmp_path
         def __init__(self):
             self.calls = []
 
-        def __call__(self, ref, payload, request_id):
+        def __call__(self, ref, payload, request_id, trace_header):
             self.calls.append(request_id)
             return SimpleNamespace(payload=b'{"errorMessage": "no", "errorType": "E"}', function_error="Unhandled",
                                    executed_version="$LATEST")
@@ -528,7 +528,7 @@ def test_a_waiting_retry_resumes_with_its_attempt_count_after_a_restart(tmp_path
         def __init__(self):
             self.records = []
 
-        def send_record(self, arn, record, function_name):
+        def send_record(self, arn, record, function_name, trace_header):
             self.records.append((arn, record))
 
         def send_dead_letter(self, *args):
@@ -572,13 +572,13 @@ def test_throttled_events_wait_without_using_up_their_retries(tmp_path, monkeypa
     monkeypatch.setattr(async_invoke, "THROTTLE_BACKOFF_S", (0.05, 0.2))
     calls, records = [], []
 
-    def invoke(ref, payload, request_id):
+    def invoke(ref, payload, request_id, trace_header):
         calls.append(time.monotonic())
         if len(calls) <= 4:
             raise AwsError("TooManyRequestsException", "Rate Exceeded.", 429)
         return SimpleNamespace(payload=b'{"ok": true}', function_error=None, executed_version="$LATEST")
 
-    sender = SimpleNamespace(send_record=lambda arn, record, fn: records.append(record), send_dead_letter=None)
+    sender = SimpleNamespace(send_record=lambda arn, record, fn, trace: records.append(record), send_dead_letter=None)
     settings = AsyncSettings("f", ARN + "f:$LATEST", max_retries=0, on_success="arn:aws:sqs:us-east-1:000000000000:q")
     store = Store(str(tmp_path / "db"))
     invoker = AsyncInvoker(invoke, store, lambda ref: settings, sender)

@@ -474,8 +474,10 @@ def test_function_desired_converts_to_the_api(tmp_path):
     assert set(inline) == {"ZipSha256"}
     assert functions.desired({"Code": {"ZipFile": "def handler(e, c):\n    return 2\n"}, "Runtime": "python3.11",
                               "Role": "arn:r"})["Code"] != inline
-    with pytest.raises(DeployError, match="property RecursiveLoop of AWS::Lambda::Function is not supported"):
-        functions.desired({"Code": code, "RecursiveLoop": "Allow"})
+    with pytest.raises(DeployError, match="property RuntimeManagementConfig of AWS::Lambda::Function is not supported"):
+        functions.desired({"Code": code, "RuntimeManagementConfig": {"UpdateRuntimeOn": "Auto"}})
+    # RecursiveLoop is set by PutFunctionRecursionConfig after CreateFunction
+    assert functions.desired({"Code": code, "RecursiveLoop": "Allow"})["RecursiveLoop"] == "Allow"
     # The server reads no client's disk: a local path is refused, saying how code reaches it.
     with pytest.raises(DeployError, match="'fn' is a local path: upload the code to S3 first"):
         functions.desired({"Code": "fn"})

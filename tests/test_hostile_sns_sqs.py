@@ -219,7 +219,7 @@ def test_checking_deep_policies_does_not_recurse():
 
 def test_a_policy_that_cannot_be_evaluated_fails_neither_publish_nor_the_others():
     sent = []
-    deliveries = Deliveries(lambda arn, body, attrs: sent.append(arn), "http://localhost:4566")
+    deliveries = Deliveries(lambda arn, body, attrs, trace: sent.append(arn), "http://localhost:4566")
     topic = Topic("t", f"arn:aws:sns:us-east-1:{ACCOUNT}:t")
 
     def sub(n: int, **attributes: str) -> Subscription:

@@ -858,7 +858,7 @@ def test_async_invoker_retries_twice_then_gives_up():
     calls = []
     done = threading.Event()
 
-    def invoke(name, payload, request_id):
+    def invoke(name, payload, request_id, trace_header):
         calls.append((name, payload, request_id, time.monotonic()))
         if len(calls) == 3:
             done.set()

@@ -28,6 +28,11 @@ class LambdaFunction(ResourceHandler):
              "EphemeralStorage": {"Size": 512}, "SnapStart": {"ApplyOn": "None"}, "ImageConfig": {},
              "LoggingConfig": {"LogFormat": "Text"}}
 
+    # Properties set by calls of their own after CreateFunction: reserved concurrency, and recursive
+    # loop detection (RecursiveLoop: PutFunctionRecursionConfig; SAM passes it through from
+    # AWS::Serverless::Function and its Globals).
+    SEPARATE = ("ReservedConcurrentExecutions", "RecursiveLoop")
+
     def __init__(self, target: Target):
         super().__init__(target)
         self._zips: dict[str, bytes] = {}  # sha256 -> zip, for the create/update after desired()
@@ -35,10 +40,10 @@ class LambdaFunction(ResourceHandler):
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
         create_members = set(_input_shape(self.target.lambda_, "CreateFunction").members)
         supported = (create_members - {"Publish", "PublishTo"} - set(self.RENAMED.values())) | set(self.RENAMED) \
-            | {"ReservedConcurrentExecutions"}
+            | set(self.SEPARATE)
         self._reject_unsupported(properties, supported)
         request = {self.RENAMED.get(k, k): v for k, v in properties.items()
-                   if k not in ("Code", "Tags", "ReservedConcurrentExecutions")}
+                   if k not in ("Code", "Tags", *self.SEPARATE)}
         out = coerce(_input_shape(self.target.lambda_, "CreateFunction"), request)
         if "Code" not in properties:
             raise DeployError("property Code is required")
@@ -46,6 +51,8 @@ class LambdaFunction(ResourceHandler):
         out["Tags"] = tag_map(properties.get("Tags"))
         if "ReservedConcurrentExecutions" in properties:
             out["ReservedConcurrentExecutions"] = int(properties["ReservedConcurrentExecutions"])
+        if "RecursiveLoop" in properties:
+            out["RecursiveLoop"] = str(properties["RecursiveLoop"])
         return out
 
     def _code(self, code: Any, runtime: str) -> dict[str, Any]:
@@ -68,7 +75,7 @@ class LambdaFunction(ResourceHandler):
 
     def create(self, name: str | None, desired: dict[str, Any]) -> Applied:
         assert name
-        request = {k: v for k, v in desired.items() if k not in ("Code", "Tags", "ReservedConcurrentExecutions")}
+        request = {k: v for k, v in desired.items() if k not in ("Code", "Tags", *self.SEPARATE)}
         request["FunctionName"] = name
         if desired["Tags"]:
             request["Tags"] = desired["Tags"]
@@ -78,6 +85,9 @@ class LambdaFunction(ResourceHandler):
             if "ReservedConcurrentExecutions" in desired:
                 self.target.lambda_.put_function_concurrency(
                     FunctionName=name, ReservedConcurrentExecutions=desired["ReservedConcurrentExecutions"])
+            if "RecursiveLoop" in desired:
+                self.target.lambda_.put_function_recursion_config(FunctionName=name,
+                                                                  RecursiveLoop=desired["RecursiveLoop"])
         except Exception:
             self.delete(name, desired)  # half made is not made, as for streams
             raise
@@ -92,7 +102,7 @@ class LambdaFunction(ResourceHandler):
             self._wait(physical_id, "LastUpdateStatus", "InProgress")
         config_members = set(_input_shape(lam, "UpdateFunctionConfiguration").members) - {"FunctionName", "RevisionId"}
         changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
-        handled = config_members | {"Code", "Architectures", "Tags", "ReservedConcurrentExecutions", "FunctionName"}
+        handled = config_members | {"Code", "Architectures", "Tags", "FunctionName", *self.SEPARATE}
         if changed - handled:
             raise DeployError(f"changing {', '.join(sorted(changed - handled))} of an existing function is not "
                               "supported by kinesim deploy; rename the function to replace it")
@@ -117,6 +127,9 @@ class LambdaFunction(ResourceHandler):
                                              ReservedConcurrentExecutions=new["ReservedConcurrentExecutions"])
             else:
                 lam.delete_function_concurrency(FunctionName=physical_id)
+        if old.get("RecursiveLoop") != new.get("RecursiveLoop"):  # removed: back to Lambda's default
+            lam.put_function_recursion_config(FunctionName=physical_id,
+                                              RecursiveLoop=new.get("RecursiveLoop", "Terminate"))
         return attributes
 
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:

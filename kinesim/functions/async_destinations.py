@@ -14,6 +14,10 @@ error message).
 
 A record that cannot be delivered (a queue deleted since) is logged and dropped: AWS counts it in
 its DestinationDeliveryFailures metric and drops it too.
+
+Records and dead letters sent to a queue, topic or function carry the event's X-Ray trace header,
+so that a destination that invokes the function again stays in the event's chain of requests
+(recursion.py).
 """
 from __future__ import annotations
 
@@ -57,7 +61,8 @@ class RecordSender:
         return arn_service(arn) in VIA_DESTINATIONS and self.destinations is not None \
             and self.destinations.can_send(arn)
 
-    def send_record(self, arn: str, record: dict[str, Any], function_name: str) -> None:
+    def send_record(self, arn: str, record: dict[str, Any], function_name: str,
+                    trace_header: str | None = None) -> None:
         try:
             body = orjson.dumps(record)
             bucket = s3_bucket(arn)
@@ -67,12 +72,13 @@ class RecordSender:
                 self.objects.put_object(bucket, record_object_key(function_name, record["timestamp"]), body,
                                         content_type="application/json")
             else:
-                self._send(arn, body, None)
+                self._send(arn, body, None, trace_header)
         except (AwsError, OSError) as err:
             log.warning("invocation record of %s (request %s) not delivered to %s: %s", function_name,
                         record["requestContext"]["requestId"], arn, getattr(err, "message", err))
 
-    def send_dead_letter(self, arn: str, event: bytes, request_id: str, error_message: str) -> None:
+    def send_dead_letter(self, arn: str, event: bytes, request_id: str, error_message: str,
+                         trace_header: str | None = None) -> None:
         text = error_message.encode()[:MAX_DLQ_ERROR_MESSAGE_BYTES].decode("utf-8", "ignore")
         attributes = {"MessageAttributes": {
             "RequestID": {"DataType": "String", "StringValue": request_id},
@@ -80,12 +86,12 @@ class RecordSender:
             "ErrorMessage": {"DataType": "String", "StringValue": text or "(no message)"},
         }}
         try:
-            self._send(arn, event, attributes)
+            self._send(arn, event, attributes, trace_header)
         except (AwsError, OSError) as err:
             log.warning("event %s not delivered to dead-letter queue %s: %s", request_id, arn,
                         getattr(err, "message", err))
 
-    def _send(self, arn: str, body: bytes, attributes: dict[str, Any] | None) -> None:
+    def _send(self, arn: str, body: bytes, attributes: dict[str, Any] | None, trace_header: str | None) -> None:
         if self.destinations is None:
             raise AwsError("ResourceNotFoundException", f"kinesim cannot deliver messages to {arn}", 404)
-        self.destinations.send(arn, body, attributes)
+        self.destinations.send(arn, body, attributes, trace_header)

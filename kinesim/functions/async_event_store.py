@@ -2,7 +2,8 @@
 `lambda-async-event`), written before the 202 (or before an in-process `submit` returns), rewritten
 when an attempt fails and the event waits for its retry, deleted once the event is done (succeeded,
 given up, or its function deleted). What a `kill -9` leaves is exactly the events still to run,
-with their attempt counts, first-accepted time and the last failed attempt's answer.
+with their attempt counts, first-accepted time, the last failed attempt's answer and the trace
+header that places them in their chain of requests.
 
 Only ids and times are kept in memory (`PendingEvent`): payloads (up to 1 MB each) and the last
 failed attempt's answer (up to 6 MB) are read back when an attempt starts, so a long queue costs
@@ -53,6 +54,7 @@ class PendingEvent:
     attempts: int = 0      # attempts that reached the function and failed (approximateInvokeCount)
     backoff_s: float = 0.0  # the current wait after a throttle / system error (exponential)
     last: Attempt | None = None
+    trace_header: str | None = None  # X-Ray trace header of what caused it: its chain (recursion.py)
 
     def to_doc(self, payload: bytes) -> dict[str, Any]:
         doc = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("id", "last")}
@@ -63,7 +65,8 @@ class PendingEvent:
     @classmethod
     def from_doc(cls, event_id: str, doc: dict[str, Any]) -> "PendingEvent":
         return cls(event_id, doc["function"], doc["request_id"], float(doc["accepted"]), float(doc["due"]),
-                   int(doc.get("attempts", 0)), float(doc.get("backoff_s", 0.0)), Attempt.from_doc(doc.get("last")))
+                   int(doc.get("attempts", 0)), float(doc.get("backoff_s", 0.0)), Attempt.from_doc(doc.get("last")),
+                   doc.get("trace_header"))
 
 
 class EventQueueStore:

@@ -17,6 +17,14 @@ errors and retries with asynchronous invocation"):
 - When done, the invocation record goes to the OnSuccess or OnFailure destination of the
   configuration of the qualifier invoked, and a given-up event to the function's dead-letter queue
   (async_destinations).
+- An event recursive loop detection stops (recursion.py) is given up at once, to the dead-letter
+  queue or OnFailure destination as AWS documents ("If a function is invoked by the same
+  triggering event more than 16 times, Lambda will stop the next invocation and send the event to
+  a Dead-Letter Queue or on-failure destination, if configured", AWS's notice of June 2023): a
+  retry would carry the same chain and be stopped too. AWS documents no record for it; kinesim's
+  says RetriesExhausted, with the RecursiveInvocationException as the response. Records and
+  dead letters carry the event's trace header, so a destination that triggers the function again
+  is stopped as well ("this loop will also be terminated", the Lambda guide).
 
 The pool has `WORKERS` threads, whatever the queue's length: queued events hold no thread. A free
 thread takes the due event of the function with the fewest invocations in flight, so one slow
@@ -60,6 +68,8 @@ WORKERS = 8
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_AGE_S = 21600
 
+# Stopped by recursive loop detection (recursion.py): given up at once.
+RECURSIVE_INVOCATION = "RecursiveInvocationException"
 # AwsError codes from an invocation that mean "not run now, try again later".
 _THROTTLES = frozenset(("TooManyRequestsException", "ResourceConflictException", "ServiceException",
                         "EC2ThrottledException", "ResourceNotReadyException"))
@@ -78,11 +88,11 @@ class AsyncSettings:
 
 
 class AsyncInvoker:
-    def __init__(self, invoke: Callable[[str, bytes, str], "Invocation"], store: Store | None = None,
+    def __init__(self, invoke: Callable[[str, bytes, str, str | None], "Invocation"], store: Store | None = None,
                  settings_for: Callable[[str], AsyncSettings] | None = None,
                  sender: "RecordSender | None" = None, workers: int | None = None,
                  retry_delays_s: tuple[float, ...] | None = None, start: bool = True):
-        """`invoke(reference, payload, request_id)` runs the function; `settings_for(reference)` gives
+        """`invoke(reference, payload, request_id, trace_header)` runs the function; `settings_for(reference)` gives
         its configuration (raising ResourceNotFoundException once the function is gone). Without a
         store, events live in a throwaway one. With `start=False`, nothing runs until `start()`
         (the server starts it once every destination service is there)."""
@@ -109,11 +119,12 @@ class AsyncInvoker:
 
     # the interface
 
-    def submit(self, function_name: str, payload: bytes, request_id: str) -> None:
+    def submit(self, function_name: str, payload: bytes, request_id: str, trace_header: str | None = None) -> None:
         """Accept an event for `function_name` (a name, name:qualifier or ARN): stored before this
-        returns, run in the background."""
+        returns, run in the background. `trace_header`: the X-Ray trace header of the request that
+        caused it (an S3 write, an SNS publish, an Invoke), which places it in its chain."""
         now = time.time()
-        event = PendingEvent(str(uuid.uuid4()), function_name, request_id, now, now)
+        event = PendingEvent(str(uuid.uuid4()), function_name, request_id, now, now, trace_header=trace_header)
         self._queue.save(event, payload)
         with self._cond:
             self._push(event)
@@ -219,15 +230,16 @@ class AsyncInvoker:
         if time.time() - event.accepted > max_age:
             return self._finish(event, settings, payload, "EventAgeExceeded", event.last)
         try:
-            attempt = _attempt_of(self._invoke(event.function, payload, event.request_id))
+            attempt = _attempt_of(self._invoke(event.function, payload, event.request_id, event.trace_header))
         except AwsError as err:
             if err.code == "ResourceNotFoundException":
                 return self._drop(event, err)
+            if err.code == RECURSIVE_INVOCATION:
+                return self._finish(event, settings, payload, "RetriesExhausted", _refusal(err))
             if err.code in _THROTTLES or err.status == 429 or err.status >= 500:
                 return self._back_off(event, settings, payload, f"{err.code}: {err.message}")
             # Refused for a reason retrying cannot change: a failed attempt, answered with the error.
-            attempt = Attempt(err.status, "$LATEST", "Unhandled",
-                              orjson.dumps({"errorType": err.code, "errorMessage": err.message}))
+            attempt = _refusal(err)
         except Exception as err:  # the function could not be run at all: a system error
             if self._closed:
                 return False
@@ -275,16 +287,22 @@ class AsyncInvoker:
             destination = settings.on_success if condition == "Success" else settings.on_failure
             if destination:
                 record = invocation_record(event, settings, payload, condition, attempt)
-                self._sender.send_record(destination, record, settings.function_name)
+                self._sender.send_record(destination, record, settings.function_name, event.trace_header)
             if condition != "Success" and settings.dead_letter:
                 self._sender.send_dead_letter(settings.dead_letter, payload, event.request_id,
-                                              _error_message(attempt, condition))
+                                              _error_message(attempt, condition), event.trace_header)
         self._queue.delete(event.id)
         return True
 
     def _default_settings(self, function: str) -> AsyncSettings:
         delays = self._retry_delays or RETRY_DELAYS_S
         return AsyncSettings(function, function, max_retries=len(delays))
+
+
+def _refusal(err: AwsError) -> Attempt:
+    """An invocation Lambda refused, as the attempt a record reports: the error as the response."""
+    answer = orjson.dumps({"errorType": err.code, "errorMessage": err.message})
+    return Attempt(err.status, "$LATEST", "Unhandled", answer)
 
 
 def _attempt_of(result: "Invocation") -> Attempt:

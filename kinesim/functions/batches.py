@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -18,7 +18,12 @@ class Invocation(Protocol):
     function_error: str | None
 
 
-Invoke = Callable[[str, bytes], Invocation]
+class Invoke(Protocol):
+    """Runs a function (LambdaService.invoke_function). `trace_header`: the X-Ray trace header of
+    the events, which SQS mappings pass on from their messages; Kinesis records carry none, as
+    Lambda's recursive loop detection does not cover Kinesis."""
+
+    def __call__(self, name: str, payload: bytes, trace_header: str | None = None) -> Invocation: ...
 
 
 @dataclass

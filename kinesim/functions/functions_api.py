@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..protocol import trace_header
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
 from . import runtimes
@@ -383,10 +384,15 @@ def invoke(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> di
     client_context = _client_context(p.get("ClientContext"))
     if invocation_type == "DryRun":
         return {"StatusCode": 204}
+    # A function invoking a function passes its own trace header on (recursion.py): Lambda-to-Lambda
+    # loops, synchronous or asynchronous, are detected too.
+    trace = trace_header.value(context.headers.get("x-amzn-trace-id"))
     if invocation_type == "Event":
-        svc.async_invoker.submit(f"{name}:{qualifier}" if qualifier else name, payload, context.request_id)
+        svc.async_invoker.submit(f"{name}:{qualifier}" if qualifier else name, payload, context.request_id,
+                                 trace_header=trace)
         return {"StatusCode": 202}
-    result = svc.invoke_qualified(name, payload, context.request_id, qualifier, client_context=client_context)
+    result = svc.invoke_qualified(name, payload, context.request_id, qualifier, trace_header=trace,
+                                  client_context=client_context)
     out: dict[str, Any] = {"StatusCode": 200, "Payload": result.payload, "ExecutedVersion": result.executed_version}
     if result.function_error:
         out["FunctionError"] = result.function_error

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import event_invoke_config_api, functions_api, layers_api, mappings_api, permissions_api, versions_api
+from . import (event_invoke_config_api, functions_api, layers_api, mappings_api, permissions_api, recursion_config_api,
+               versions_api)
 
 OPERATIONS: dict[str, Callable[..., Any]] = {
     # functions_api
@@ -54,5 +55,8 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
     "GetFunctionEventInvokeConfig": event_invoke_config_api.get_function_event_invoke_config,
     "DeleteFunctionEventInvokeConfig": event_invoke_config_api.delete_function_event_invoke_config,
     "ListFunctionEventInvokeConfigs": event_invoke_config_api.list_function_event_invoke_configs,
+    # recursion_config_api
+    "PutFunctionRecursionConfig": recursion_config_api.put_function_recursion_config,
+    "GetFunctionRecursionConfig": recursion_config_api.get_function_recursion_config,
 }
 

@@ -66,12 +66,13 @@ class FunctionRuntime:
 
     def invoke(self, fn: dict, payload: bytes, request_id: str | None = None, *,
                client_context: dict | None = None, identity: dict | None = None,
-               invoked_function_arn: str | None = None) -> Invocation:
+               invoked_function_arn: str | None = None, trace_id: str | None = None) -> Invocation:
         """Run one invocation, blocking. `fn` is the FunctionConfiguration plus "CodeDir", and
         optionally "Version" (default $LATEST: each version has environments of its own) and
         "LayerDirs" (the extracted contents of its layers, in its Layers order). `client_context`
         (decoded X-Amz-Client-Context), `identity` (Cognito) and the ARN the caller used
-        (qualified or not) reach the handler's `context`."""
+        (qualified or not) reach the handler's `context`; `trace_id` (the invocation's X-Ray trace
+        header) its `_X_AMZN_TRACE_ID`, for the SDKs to send on (recursion.py)."""
         request_id = request_id or str(uuid.uuid4())
         waited = False
         while True:
@@ -95,7 +96,7 @@ class FunctionRuntime:
                     return result
             result = self._run(worker, fn, payload, request_id, {
                 "client_context": client_context, "identity": identity,
-                "arn": invoked_function_arn or fn.get("FunctionArn")})
+                "arn": invoked_function_arn or fn.get("FunctionArn"), "trace": trace_id})
             return result
         finally:
             if worker is not None:

@@ -3,9 +3,11 @@
 Each operation is a plain function `(service, params, context) -> response dict` living in the
 module of its concern, named in the table of `operations.py` (`functions_api`: functions and
 invocations, `mappings_api`: event source mappings, `versions_api`: versions and aliases,
-`layers_api`: layers, `permissions_api`: resource policies). Params arrive validated against
-botocore's `lambda` model; responses are dicts shaped like the model's output (the REST layer drops any key the
-model does not know, so stored documents can carry internal keys such as `CodeDir`).
+`layers_api`: layers, `permissions_api`: resource policies, `recursion_config_api`: recursive
+loop detection, whose counting is recursion.py's, applied in `invoke_qualified`). Params arrive
+validated against botocore's `lambda` model; responses are dicts shaped like the model's output (the
+REST layer drops any key the model does not know, so stored documents can carry internal keys such
+as `CodeDir`).
 
 Functions are documents of kind "function" (the FunctionConfiguration plus internal keys; their
 published versions, aliases and layers are kept by `versions` and `layers`), event source
@@ -30,10 +32,11 @@ from ..protocol.validation import ModelValidator
 from ..store import Store
 from .async_destinations import RecordSender
 from .async_invoke import AsyncInvoker
-from . import event_invoke_config_api, layers_api, versions_api
+from . import event_invoke_config_api, layers_api, recursion, versions_api
 from .code import CodeStore
 from .errors import invalid_parameter, malformed_body, resource_not_found
 from .operations import OPERATIONS
+from .recursion_config_api import recursive_loop
 from .runtime import Invocation
 
 if TYPE_CHECKING:
@@ -232,24 +235,41 @@ class LambdaService:
 
     # invocation
 
-    def invoke_function(self, name_or_arn: str, payload: bytes) -> "Invocation":
+    def invoke_function(self, name_or_arn: str, payload: bytes, trace_header: str | None = None) -> "Invocation":
         """Run a function synchronously (the MappingManager's way in); a qualified reference runs
-        that version, or the one its alias routes to (`executed_version` of the answer)."""
-        return self.invoke_qualified(name_or_arn, payload)
+        that version, or the one its alias routes to (`executed_version` of the answer).
+        `trace_header`: the X-Ray trace header of the event (an SQS message's AWSTraceHeader)."""
+        return self.invoke_qualified(name_or_arn, payload, trace_header=trace_header)
 
-    def _invoke_event(self, name: str, payload: bytes, request_id: str) -> "Invocation":
-        return self.invoke_qualified(name, payload, request_id)
+    def _invoke_event(self, name: str, payload: bytes, request_id: str, trace_header: str | None) -> "Invocation":
+        return self.invoke_qualified(name, payload, request_id, trace_header=trace_header)
 
     def invoke_qualified(self, ref: str, payload: bytes, request_id: str | None = None,
-                         qualifier: str | None = None, **extra: Any) -> "Invocation":
+                         qualifier: str | None = None, trace_header: str | None = None, **extra: Any) -> "Invocation":
         """Invoke the configuration a reference names. The handler sees the ARN the caller used
-        (an alias's, not the version's), as on AWS."""
+        (an alias's, not the version's), as on AWS. `trace_header`: the X-Ray trace header of the
+        request or event that caused the invocation, which places it in its chain of requests;
+        RecursiveInvocationException when recursive loop detection stops it."""
         name, qualifier = self.parse_function_ref(ref, qualifier)
         fn = self.function(name, qualifier, route=True)
+        link = self._chain_link(name, trace_header)
         result = self.runtime.invoke(fn, payload, request_id, invoked_function_arn=self.function_arn(name, qualifier),
-                                     **extra)
+                                     trace_id=link.header, **extra)
         return VersionedInvocation(**{f.name: getattr(result, f.name) for f in dataclasses.fields(Invocation)},
                                    executed_version=fn.get("Version", "$LATEST"))
+
+    def _chain_link(self, name: str, trace_header: str | None) -> recursion.Link:
+        """The invocation's place in the chain its event started (recursion.py). Past the limit,
+        a function left at `Terminate` is not invoked: AWS counts the drop in its
+        RecursiveInvocationsDropped metric and notifies the account; kinesim logs it."""
+        arn = self.function_arn(name)
+        link = recursion.next_link(trace_header, arn)
+        if link.past_limit and recursive_loop(self.functions.get(name) or {}) == recursion.TERMINATE:
+            log.warning("recursive loop detection stopped an invocation of %s (RecursiveInvocationsDropped): it "
+                        "was invoked %d times in one chain of requests; PutFunctionRecursionConfig with "
+                        "RecursiveLoop Allow lets such a loop run", arn, link.count)
+            raise recursion.recursive_invocation()
+        return link
 
     # figures for the web console (read-only)
 

@@ -12,6 +12,9 @@ Amazon SQS" describes:
   run) they are left alone: they become visible again when the timeout ends, and the queue's
   redrive policy moves one received `maxReceiveCount` times to its dead-letter queue, exactly as
   for any other consumer.
+* Recursive loop detection (recursion.py): the invocation runs in the chain of its messages'
+  AWSTraceHeader; one stopped (RecursiveInvocationException) leaves the batch to the visibility
+  timeout like a failed one, so a looping message reaches the queue's dead-letter queue.
 * `ReportBatchItemFailures`: only the messages the function lists in `batchItemFailures` stay;
   the rest are deleted (sqs_events.failed_messages has AWS's rules for odd answers).
 * `FilterCriteria`: a message no pattern matches is deleted without invoking the function (the
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from ..protocol.errors import AwsError
-from . import events
+from . import events, recursion
 from .filters import FilterCriteria
 from .sqs_events import failed_messages, filter_view, sqs_event, sqs_record
 from .sqs_source import STATE_REASON, SqsMappingConfig
@@ -228,9 +231,15 @@ class SqsPoller:
         """Invoke the function with the batch; the receipt handles of the messages to delete."""
         cfg = self.config
         event = sqs_event([record for _, record in batch])
+        function = ":".join(cfg.function_arn.split(":")[:7])  # unqualified: the chain counts the function
+        trace = recursion.deepest((m.attributes.get("AWSTraceHeader") for m, _ in batch), function)
         try:
-            invocation = self.invoke(cfg.invoke_name, event)
-        except AwsError as err:  # the function could not run (deleted, throttled): messages come back
+            invocation = self.invoke(cfg.invoke_name, event, trace)
+        except AwsError as err:
+            # The function could not run (deleted, throttled, a recursive loop stopped): the messages
+            # come back after their visibility timeout, and the queue's redrive policy moves them to
+            # its dead-letter queue after maxReceiveCount receives (for a stopped loop, as the
+            # Lambda guide's invocation-recursion page says AWS does).
             log.info("mapping %s: could not invoke %s: %s", cfg.uuid, cfg.invoke_name, err.message or err.code)
             self.timeline.add_problem(f"PROBLEM: {err.message or err.code}")
             return []

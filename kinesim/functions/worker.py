@@ -13,7 +13,7 @@ execution environment, until FD closes.
 
 Protocol over the socket FD: frames as multiprocessing.connection writes them (a 4-byte big-endian
 length, or -1 and an 8-byte one), each a JSON header line followed by a raw body.
-  server -> worker  {"id", "deadline_ms", "arn", "client_context", "identity"} + event bytes
+  server -> worker  {"id", "deadline_ms", "arn", "client_context", "identity", "trace"} + event bytes
   worker -> server  {"t": "log", "events": [[epoch ms, text], ...]}   output, as it is written
                     {"t": "init", "error": type|null, "rss_kb"}       + error JSON if it failed
                     {"t": "done", "error": type|null, "ms", "rss_kb"} + result or error JSON
@@ -487,6 +487,7 @@ class Worker:
     def invoke(self, handler: Callable, header: dict, body: bytes) -> None:
         global _request_id
         request_id = _request_id = header["id"]
+        _set_trace_id(header.get("trace"))
         error = None
         start = time.perf_counter()
         try:
@@ -514,6 +515,17 @@ class Worker:
             except (EOFError, OSError):  # the server closed the socket: stop
                 return
             self.invoke(handler, header, body)
+
+
+def _set_trace_id(trace_id: str | None) -> None:
+    """The invocation's X-Ray trace header in `_X_AMZN_TRACE_ID`, as awslambdaric's
+    update_xray_env_variable does before each event (removed when there is none): boto3 sends it
+    with every call the handler makes (botocore's add_recursion_detection_header), which is how
+    Lambda follows a chain of invocations."""
+    if trace_id:
+        os.environ["_X_AMZN_TRACE_ID"] = trace_id
+    else:
+        os.environ.pop("_X_AMZN_TRACE_ID", None)
 
 
 def _exit_when_orphaned() -> None:

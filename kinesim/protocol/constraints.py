@@ -17,8 +17,10 @@ MAX_LISTED_ERRORS = 10
 # Enum sets whose order in AWS's "Member must satisfy enum value set" is recorded and differs from
 # the model's, by service and shape (the same values, reordered).
 AWS_ENUM_ORDER: dict[str, dict[str, list[str]]] = {
-    # LocalStack's AWS snapshot, test_lambda_api::test_create_event_source_validation_kinesis
-    "lambda": {"EventSourcePosition": ["LATEST", "AT_TIMESTAMP", "TRIM_HORIZON"]},
+    # LocalStack's AWS snapshots, test_lambda_api::test_create_event_source_validation_kinesis and
+    # TestLambdaRecursion::test_put_function_recursion_config_invalid_value
+    "lambda": {"EventSourcePosition": ["LATEST", "AT_TIMESTAMP", "TRIM_HORIZON"],
+               "RecursiveLoop": ["Terminate", "Allow"]},
 }
 
 

@@ -11,7 +11,7 @@ import uuid
 from http import HTTPStatus
 from typing import Any, Callable, Iterable, Protocol
 
-from . import auth
+from . import auth, trace_header
 from .body import read_bounded
 from .drain import answer_unread
 from .errors import AwsError
@@ -44,11 +44,14 @@ class QueryApp:
     `signing_name` is the service in a request's SigV4 scope (how the edge tells the query services
     apart: none of them has a path or a target header of its own); `max_request_bytes` bounds the
     form; `not_emulated` says what the service has, for actions of AWS's model it lacks;
-    `unsigned` names actions served without a signature when sent as a GET."""
+    `unsigned` names actions served without a signature when sent as a GET. With `traced`, the
+    service is called as `call(action, params, trace_header)` with the request's X-Amzn-Trace-Id (SNS
+    carries it to what it delivers, for Lambda's recursive loop detection)."""
 
     def __init__(self, model: str, service: QueryService, signing_name: str, max_request_bytes: int,
-                 not_emulated: str, unsigned: frozenset[str] = frozenset()):
+                 not_emulated: str, unsigned: frozenset[str] = frozenset(), traced: bool = False):
         self.service = service
+        self.traced = traced
         self.model = QueryModel(model)
         self.signing_name = signing_name
         self.max_request_bytes = max_request_bytes
@@ -112,7 +115,10 @@ class QueryApp:
         if not (action in self.unsigned and method == "GET"):
             auth.check_auth(method, _headers(environ), environ.get("QUERY_STRING", ""))
         params = self.model.decode(action, form)
-        result = self.service.call(action, params)
+        if self.traced:
+            result = self.service.call(action, params, trace_header.from_environ(environ))  # type: ignore[call-arg]
+        else:
+            result = self.service.call(action, params)
         return self.model.answer(action, result, request_id)
 
 

@@ -50,6 +50,9 @@ class WriteOrigin:
     host_id: str = field(default_factory=new_host_id)
     source_ip: str = "127.0.0.1"
     principal_id: str | None = None  # None: the bucket owner's
+    # The request's X-Amzn-Trace-Id, carried to the function the event invokes (and to the queue or
+    # topic it is sent to): Lambda's recursive loop detection follows it through S3.
+    trace_header: str | None = None
 
 
 def encode_key(key: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..protocol import trace_header
 from . import notification_config
 from .exchange import Request, Response, not_implemented, xml_response
 from .notification_events import WriteOrigin, new_host_id, new_request_id
@@ -29,10 +30,11 @@ def request_ids(req: Request) -> tuple[str, str]:
 
 
 def origin(req: Request, event: str) -> WriteOrigin:
-    """What an event says about the request that caused it."""
+    """What an event says about the request that caused it, and the trace header it carries on."""
     request_id, host_id = request_ids(req)
     return WriteOrigin(event=event, request_id=request_id, host_id=host_id,
-                       source_ip=req.environ.get("REMOTE_ADDR") or "127.0.0.1")
+                       source_ip=req.environ.get("REMOTE_ADDR") or "127.0.0.1",
+                       trace_header=trace_header.from_environ(req.environ))
 
 
 def put_bucket_notification_configuration(req: Request) -> Response:

@@ -47,6 +47,7 @@ class Delivery:
     arn: str
     message: str
     attributes: dict[str, Any] | None = None  # e.g. SNS's Subject
+    trace_header: str | None = None  # the X-Amzn-Trace-Id of the write that caused it
 
 
 Send = Callable[[Delivery], None]
@@ -69,7 +70,8 @@ class Outbox:
 
     def add(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
-            doc = {"arn": delivery.arn, "message": delivery.message, "attributes": delivery.attributes}
+            doc = {"arn": delivery.arn, "message": delivery.message, "attributes": delivery.attributes,
+                   "trace_header": delivery.trace_header}
             fd, tmp = tempfile.mkstemp(dir=self._tmp, suffix=".json")
             with os.fdopen(fd, "wb") as f:
                 f.write(json.dumps(doc, separators=(",", ":")).encode())
@@ -88,7 +90,7 @@ class Outbox:
         try:
             with open(os.path.join(self.directory, name), "rb") as f:
                 doc = json.loads(f.read())
-            return Delivery(doc["arn"], doc["message"], doc.get("attributes"))
+            return Delivery(doc["arn"], doc["message"], doc.get("attributes"), doc.get("trace_header"))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError):

@@ -9,7 +9,9 @@ Destinations are reached through the composition root's `Destinations` (kinesim/
 SQS gets the event JSON as a message body; SNS a Publish with Subject "Amazon S3 Notification";
 Lambda an asynchronous invocation (the "lambda" sender submits to the functions service's async
 invoker, which retries and sends to on-failure destinations as Lambda does), as S3 invokes
-functions with InvocationType Event.
+functions with InvocationType Event. Each delivery carries the X-Ray trace header of the write
+that caused it, which Lambda's recursive loop detection follows (a function writing to the bucket
+that triggers it is stopped after 16 invocations of one chain).
 
 Layout under the object store's root: `.notifications/config/<bucket>.json` (the configuration, in
 botocore's shape) and `.notifications/outbox/` (deliveries not yet made).
@@ -170,9 +172,9 @@ class BucketNotifications:
         for kind, entry in targets:
             body = json.dumps(message(ev, entry["Id"]))
             attributes = {"Subject": SNS_SUBJECT} if kind.service == "sns" else None
-            deliveries.append(Delivery(entry[kind.arn_key], body, attributes))
+            deliveries.append(Delivery(entry[kind.arn_key], body, attributes, origin.trace_header))
         self.outbox.add(deliveries)
         self.dispatcher.notify()
 
     def _send(self, delivery: Delivery) -> None:
-        self.destinations.send(delivery.arn, delivery.message.encode(), delivery.attributes)
+        self.destinations.send(delivery.arn, delivery.message.encode(), delivery.attributes, delivery.trace_header)

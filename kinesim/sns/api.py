@@ -18,4 +18,4 @@ def sns_app(service: SnsService) -> QueryApp:
     return QueryApp("sns", service, "sns", MAX_REQUEST_BYTES,
                     "topics, subscriptions to SQS, Lambda and Firehose, and publishing are what it has "
                     "(no mobile push, SMS, permissions or data protection)",
-                    unsigned=frozenset(("Unsubscribe",)))
+                    unsigned=frozenset(("Unsubscribe",)), traced=True)

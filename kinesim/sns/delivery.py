@@ -2,10 +2,12 @@
 
 Every delivery goes through kinesim.destinations (the receiving service's sender, by the endpoint's
 ARN), in the publishing request: when Publish answers, each subscriber's service holds the message
-(an SQS queue's store, a Firehose buffer, Lambda's event queue). A delivery that fails (a deleted
-queue, a missing function) is logged and, when the subscription has a RedrivePolicy, sent to its
-dead-letter queue; it is not retried (AWS retries per its delivery policy first; a local endpoint
-that is missing stays missing, so retrying would only delay the log line).
+(an SQS queue's store, a Firehose buffer, Lambda's event queue), with the publisher's X-Ray trace
+header (a queue's AWSTraceHeader, an invocation's chain for Lambda's recursive loop detection). A
+delivery that fails (a deleted queue, a missing function) is logged and, when the subscription has
+a RedrivePolicy, sent to its dead-letter queue; it is not retried (AWS retries per its delivery
+policy first; a local endpoint that is missing stays missing, so retrying would only delay the log
+line).
 
 Shapes (AWS's documentation and LocalStack's recordings of AWS):
 * SQS: the JSON envelope (Type, MessageId, [SequenceNumber], TopicArn, [Subject], Message,
@@ -41,8 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kinesim.sns")
 
-# send(arn, message bytes, attributes): kinesim.destinations.Destinations.send
-Send = Callable[[str, bytes, "dict[str, Any] | None"], None]
+# send(arn, message bytes, attributes, trace header): kinesim.destinations.Destinations.send
+Send = Callable[[str, bytes, "dict[str, Any] | None", "str | None"], None]
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Message:
     sequence_number: str | None = None
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
     timestamp: float = field(default_factory=time.time)
+    trace_header: str | None = None  # the publisher's X-Amzn-Trace-Id, passed to every subscriber
 
     def text(self, protocol: str) -> str:
         if isinstance(self.message, dict):
@@ -81,11 +84,11 @@ class Deliveries:
             except Exception:  # a bug in shaping one delivery must not fail the publish
                 log.exception("SNS: shaping the delivery to %s failed", sub.endpoint)
                 continue
-            self._deliver(sub, body, attrs)
+            self._deliver(sub, body, attrs, msg.trace_header)
 
-    def _deliver(self, sub: "Subscription", body: bytes, attrs: dict[str, Any] | None) -> None:
+    def _deliver(self, sub: "Subscription", body: bytes, attrs: dict[str, Any] | None, trace: str | None) -> None:
         try:
-            self.send(sub.endpoint, body, attrs)
+            self.send(sub.endpoint, body, attrs, trace)
             return
         except AwsError as err:
             reason = f"{err.code}: {err.message}"
@@ -97,7 +100,7 @@ class Deliveries:
                     sub.endpoint, reason, f", sent to {dlq}" if dlq else "")
         if dlq:
             try:
-                self.send(dlq, body, attrs)
+                self.send(dlq, body, attrs, trace)
             except Exception as err:
                 log.warning("SNS: the dead-letter queue %s of %s took nothing either: %s", dlq, sub.arn, err)
 

@@ -31,6 +31,9 @@ DEDUP_WINDOW_S = 300.0
 _ATTR_NAME = re.compile(r"(?!\.)(?!.*\.$)(?!.*\.\.)[a-zA-Z0-9_\-.]+")
 _ATTR_TYPE = re.compile(r"(String|Number|Binary)(\..+)?")
 _ENTRY_ID = re.compile(r"[a-zA-Z0-9_-]+")
+# The operations that take the request's X-Amzn-Trace-Id as a third argument: what they deliver
+# carries it on (Lambda's recursive loop detection follows chains through SNS).
+TRACED = frozenset(("Publish", "PublishBatch"))
 
 
 def _value_error(message: str) -> AwsError:
@@ -157,7 +160,7 @@ def _answer(msg: Message) -> dict[str, Any]:
     return out
 
 
-def publish(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
+def publish(svc: SnsService, p: dict[str, Any], trace_header: str | None = None) -> dict[str, Any]:
     subject, message = p.get("Subject"), p["Message"]
     if subject is not None and (not subject or len(subject) >= 100 or "\n" in subject or not subject.isascii()):
         raise invalid("Invalid parameter: Subject")
@@ -175,11 +178,12 @@ def publish(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     topic = _lookup(svc, p[member], member)
     group_id, dedup_id = p.get("MessageGroupId"), p.get("MessageDeduplicationId")
     _check_fifo(topic, group_id, dedup_id)
-    msg = Message(topic.arn, _structured(message, p.get("MessageStructure")), subject, attributes, group_id, dedup_id)
+    msg = Message(topic.arn, _structured(message, p.get("MessageStructure")), subject, attributes, group_id, dedup_id,
+                  trace_header=trace_header)
     return _answer(_publish(svc, topic, msg) or msg)
 
 
-def publish_batch(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
+def publish_batch(svc: SnsService, p: dict[str, Any], trace_header: str | None = None) -> dict[str, Any]:
     entries = p["PublishBatchRequestEntries"]
     if len(entries) > MAX_BATCH_ENTRIES:
         raise AwsError("TooManyEntriesInBatchRequest", "The batch request contains more entries than permissible.")
@@ -209,7 +213,8 @@ def publish_batch(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
         if not entry["Message"]:
             raise invalid("Invalid parameter: Empty message")
         messages.append(Message(topic.arn, _structured(entry["Message"], entry.get("MessageStructure")), subject,
-                                attributes, entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")))
+                                attributes, entry.get("MessageGroupId"), entry.get("MessageDeduplicationId"),
+                                trace_header=trace_header))
     if total > MAX_MESSAGE_BYTES:
         raise AwsError("BatchRequestTooLong", "The length of all the messages put together is more than the limit.")
     successful = []

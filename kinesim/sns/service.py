@@ -38,7 +38,11 @@ class SnsService:
     def close(self) -> None:
         """Nothing is left to stop: deliveries run within the publishing request."""
 
-    def call(self, op: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    def call(self, op: str, params: dict[str, Any], trace_header: str | None = None) -> dict[str, Any] | None:
+        """Run an operation; `trace_header` (the request's X-Amzn-Trace-Id) goes with what a
+        Publish delivers."""
+        if op in publish_api.TRACED:
+            return self.operations[op](self, params, trace_header)
         return self.operations[op](self, params)
 
     def has_operation(self, op: str) -> bool:

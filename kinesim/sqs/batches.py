@@ -68,7 +68,8 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         if total > MAX_BATCH_BYTES:
             raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. "
                                                   f"You have sent {total} bytes.")
-        return _each(entries, lambda entry: send_one(call.service, queue, entry, batch=True))
+        return _each(entries, lambda entry: send_one(call.service, queue, entry, batch=True,
+                                                     trace_header=call.trace_header))
 
 
 def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:

@@ -22,8 +22,13 @@ _SYSTEM_NAMES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount", "Approx
 # sending
 
 
-def send_one(service: SqsService, queue: Queue, entry: dict[str, Any], batch: bool = False) -> dict[str, Any]:
-    """Check, store and enqueue one message (the service's lock held); SendMessage's answer."""
+def send_one(service: SqsService, queue: Queue, entry: dict[str, Any], batch: bool = False,
+             trace_header: str | None = None) -> dict[str, Any]:
+    """Check, store and enqueue one message (the service's lock held); SendMessage's answer.
+    `trace_header`: the request's X-Amzn-Trace-Id, kept as the message's AWSTraceHeader unless the
+    entry sets that attribute itself ("If both are set, the message system attribute overrides the
+    HTTP trace header": X-Ray's guide, Amazon SQS and AWS X-Ray). Only the attributes the entry
+    sent are in MD5OfMessageSystemAttributes: the sender checks the digest of what it sent."""
     body = msgs.check_body(entry.get("MessageBody"))
     user = msgs.stored_attributes(entry.get("MessageAttributes"))
     system = msgs.stored_system_attributes(entry.get("MessageSystemAttributes"))
@@ -60,6 +65,8 @@ def send_one(service: SqsService, queue: Queue, entry: dict[str, Any], batch: bo
         return answer
     if delay is None or queue.fifo:
         delay = queue.int_attribute("DelaySeconds")
+    if trace_header and "AWSTraceHeader" not in system:
+        system["AWSTraceHeader"] = {"DataType": "String", "StringValue": trace_header}
     message = queue.new_message(body, current, delay, attributes=user, system=system, md5_attributes=md5_user,
                                 md5_system=md5_system, group=group, dedup=dedup,
                                 sender=service.account)
@@ -104,7 +111,7 @@ def _deduplication_id(queue: Queue, body: str, delay: int | None, group: str | N
 def send_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     with call.service.lock:
         queue = call.queue(params["QueueUrl"])
-        return send_one(call.service, queue, params)
+        return send_one(call.service, queue, params, trace_header=call.trace_header)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,9 +49,11 @@ def _attribute_name_members(shape: Any) -> dict[str, frozenset[str]]:
 
 @dataclass
 class Call:
-    """One request: the service, and the endpoint (`scheme://host[:port]`) it came in on."""
+    """One request: the service, the endpoint (`scheme://host[:port]`) it came in on, and its X-Ray
+    trace header (X-Amzn-Trace-Id), which the messages it sends keep as their AWSTraceHeader."""
     service: "SqsService"
     endpoint: str = DEFAULT_ENDPOINT
+    trace_header: str | None = None
 
     def url(self, queue: Queue) -> str:
         return f"{self.endpoint}/{self.service.account}/{queue.name}"
@@ -99,7 +101,7 @@ class SqsService(JsonService):
     # dispatch
 
     def call(self, op: str, params: dict[str, Any], cbor: bool = False,  # type: ignore[override]
-             endpoint: str = DEFAULT_ENDPOINT) -> dict[str, Any]:
+             endpoint: str = DEFAULT_ENDPOINT, trace_header: str | None = None) -> dict[str, Any]:
         handler = self.operations.get(op)
         if handler is None:
             raise AwsError("UnknownOperationException")
@@ -125,7 +127,7 @@ class SqsService(JsonService):
             if err.code == "ValidationException":
                 raise invalid_parameter(err.message or "") from None
             raise
-        return handler(Call(self, endpoint), parsed)
+        return handler(Call(self, endpoint, trace_header), parsed)
 
     # lookup
 
@@ -157,11 +159,13 @@ class SqsService(JsonService):
 
     # in-process deliveries (edge.destinations)
 
-    def send_to_arn(self, arn: str, message: bytes, attributes: dict[str, Any] | None = None) -> None:
+    def send_to_arn(self, arn: str, message: bytes, attributes: dict[str, Any] | None = None,
+                    trace_header: str | None = None) -> None:
         """A SendMessage to the queue `arn` names, from another service (an OnFailure destination,
         an SNS subscription). `attributes` may hold MessageAttributes (in SendMessage's request
-        shape), MessageGroupId and MessageDeduplicationId. An unknown queue raises SQS's
-        QueueDoesNotExist (query code AWS.SimpleQueueService.NonExistentQueue)."""
+        shape), MessageGroupId and MessageDeduplicationId; `trace_header` becomes the message's
+        AWSTraceHeader. An unknown queue raises SQS's QueueDoesNotExist (query code
+        AWS.SimpleQueueService.NonExistentQueue)."""
         with self.lock:
             queue = self.queue_by_arn(arn)
             if queue is None:
@@ -170,7 +174,7 @@ class SqsService(JsonService):
             for key in ("MessageAttributes", "MessageGroupId", "MessageDeduplicationId"):
                 if attributes and attributes.get(key) is not None:
                     entry[key] = attributes[key]
-            send_one(self, queue, entry)
+            send_one(self, queue, entry, trace_header=trace_header)
 
     def close(self) -> None:
         """Wake every long poll (each answers with what it has) and take no more waits."""

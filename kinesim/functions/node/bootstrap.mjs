@@ -260,8 +260,17 @@ function callbackContext(started, scheduleNext) {
   return [once(callback), context, () => { completed = true; }, (err) => context.fail(err)];
 }
 
+// The invocation's X-Ray trace header in _X_AMZN_TRACE_ID, as AWS's runtime forwards it before each
+// invocation (InvokeContext._forwardXRay; removed when there is none): the JS SDK sends it with every
+// call the handler makes (middleware-recursion-detection), which is how Lambda follows a chain.
+function forwardTraceId(traceId) {
+  if (traceId) process.env._X_AMZN_TRACE_ID = traceId;
+  else delete process.env._X_AMZN_TRACE_ID;
+}
+
 function invoke(handler, isAsync, header, body) {
   globalThis[REQUEST_ID] = header.id;
+  forwardTraceId(header.trace);
   current = { answered: false };
   const started = performance.now();
   const scheduleNext = () => setImmediate(next);
