@@ -339,7 +339,10 @@ def _integer(value: Any, text_ok: bool) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and text_ok and re.fullmatch(r"[+-]?\d+", value.strip()):
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:  # more digits than Python converts: out of any integer column's range anyway
+            pass
     raise _Mismatch(_for_input(value))
 
 
@@ -543,7 +546,9 @@ def _documents(record: bytes) -> list[dict]:
             return documents
         try:
             document, position = decoder.raw_decode(text, position)
-        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than Python reads
+        except (ValueError, RecursionError):
+            # JSONDecodeError; RecursionError: nested deeper than Python reads; ValueError: an integer
+            # of more digits than Python converts (4,300), which escaped the flush, retried for ever.
             raise _RecordError(MALFORMED_JSON) from None
         if isinstance(document, list):
             raise _RecordError(SCHEMA_MISMATCH)  # an array of documents is not valid input
@@ -660,6 +665,14 @@ def _hive_text(shape: Any) -> str:
 # ------------------------------------------------------------------------- conversion
 
 
+# Records are turned into rows CHUNK_BYTES of them at a time, and their rows into Arrow batches,
+# written out once ROW_GROUP_BYTES of batches are gathered: until it is a batch a row is Python
+# objects (a dict per JSON object, an object per value), about 37 bytes of memory for each byte of
+# `{}{}{}...`, so a 128 MiB buffer (SizeInMBs' maximum) converted at once held some 5 GB.
+CHUNK_BYTES = 1 << 20
+ROW_GROUP_BYTES = 32 << 20
+
+
 def convert(
     records: list[bytes], config: dict, *, columns: list[dict] | None = None
 ) -> tuple[bytes | None, list[tuple[bytes, str]]]:
@@ -667,7 +680,9 @@ def convert(
     columns = columns or (config.get("SchemaConfiguration") or {}).get("Columns") or infer_columns(records, config)
     schema = arrow_schema(columns)
     deserializer = _Deserializer(config)
+    out = _Output(schema, config)
     rows: list[dict] = []
+    taken = 0
     errors: list[tuple[bytes, str]] = []
     for record in records:
         try:
@@ -676,22 +691,64 @@ def convert(
             errors.append((record, str(error)))
         except RecursionError:  # a value nested too deep to convert: not a reason to stop delivery
             errors.append((record, MALFORMED_JSON))
-    if not rows:
-        return None, errors
-    table = pa.Table.from_pylist(rows, schema=schema)
-    return _serialize(table, config), errors
+        taken += len(record)
+        if taken >= CHUNK_BYTES:
+            out.add(rows)
+            rows, taken = [], 0
+    out.add(rows)
+    return out.close(), errors
 
 
-def _serialize(table: pa.Table, config: dict) -> bytes:
+class _Output:
+    """The converted file, written as rows come (see CHUNK_BYTES): batches gathered up to
+    ROW_GROUP_BYTES go to the writer as one table, which splits it into row groups or stripes."""
+
+    def __init__(self, schema: pa.Schema, config: dict):
+        self.schema, self.config = schema, config
+        self.sink = io.BytesIO()
+        self.writer: Any = None
+        self.batches: list[pa.RecordBatch] = []
+        self.gathered = 0
+        self.rows = 0
+
+    def add(self, rows: list[dict]) -> None:
+        if not rows:
+            return
+        batch = pa.RecordBatch.from_pylist(rows, schema=self.schema)
+        self.batches.append(batch)
+        self.gathered += batch.nbytes
+        self.rows += len(rows)
+        if self.gathered >= ROW_GROUP_BYTES:
+            self._write()
+
+    def _write(self) -> None:
+        table = pa.Table.from_batches(self.batches, schema=self.schema)
+        self.batches, self.gathered = [], 0
+        if self.writer is None:
+            self.writer = _writer(self.sink, self.schema, self.config)
+        if isinstance(self.writer, orc.ORCWriter):
+            self.writer.write(table)
+        else:
+            self.writer.write_table(table)
+
+    def close(self) -> bytes | None:
+        """The file's bytes; None when no record made a row."""
+        if not self.rows:
+            return None
+        if self.batches or self.writer is None:
+            self._write()
+        self.writer.close()
+        return self.sink.getvalue()
+
+
+def _writer(sink: io.BytesIO, schema: pa.Schema, config: dict) -> Any:
     serializer = (config.get("OutputFormatConfiguration") or {}).get("Serializer") or {}
-    out = io.BytesIO()
     if "OrcSerDe" in serializer:
         options = serializer["OrcSerDe"] or {}
-        names = table.schema.names
+        names = schema.names
         bloom = [names.index(c) for c in options.get("BloomFilterColumns") or [] if c in names]
-        orc.write_table(
-            table,
-            out,
+        return orc.ORCWriter(
+            sink,
             file_version="0.11" if options.get("FormatVersion") == "V0_11" else "0.12",
             stripe_size=options.get("StripeSizeBytes", 64 * 1024 * 1024),
             compression={"NONE": "uncompressed", "ZLIB": "zlib"}.get(options.get("Compression"), "snappy"),
@@ -702,11 +759,10 @@ def _serialize(table: pa.Table, config: dict) -> bytes:
             bloom_filter_columns=bloom or None,
             bloom_filter_fpp=options.get("BloomFilterFalsePositiveProbability", 0.05),
         )
-        return out.getvalue()
     options = serializer.get("ParquetSerDe") or {}
-    pq.write_table(
-        table,
-        out,
+    return pq.ParquetWriter(
+        sink,
+        schema,
         compression={"UNCOMPRESSED": "NONE", "GZIP": "GZIP"}.get(options.get("Compression"), "SNAPPY"),
         use_dictionary=options.get("EnableDictionaryCompression", True) is not False,
         data_page_size=options.get("PageSizeBytes", 1024 * 1024),
@@ -714,4 +770,3 @@ def _serialize(table: pa.Table, config: dict) -> bytes:
         coerce_timestamps="us",
         allow_truncated_timestamps=True,
     )
-    return out.getvalue()

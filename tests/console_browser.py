@@ -133,9 +133,11 @@ def set_field(page, selector: str, value: str) -> None:
         field.fill(value)
 
 
-class _BlankPage(BaseHTTPRequestHandler):
+class _OnePage(BaseHTTPRequestHandler):
+    """Answers every GET with its server's `page`."""
+
     def do_GET(self):
-        body = b"<!doctype html><title>another site</title><p>another site</p>"
+        body = self.server.page
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -147,14 +149,22 @@ class _BlankPage(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def foreign_origin() -> Iterator[str]:
-    """The origin of another web site (http://127.0.0.2:<port>: not one of this machine's origins to
-    kinesim's guard), serving a blank page at "/"."""
-    httpd = ThreadingHTTPServer(("127.0.0.2", 0), _BlankPage)
+def serving(page: bytes, address: str) -> Iterator[str]:
+    """The origin http://<address>:<port> of a web site serving `page` at every path."""
+    httpd = ThreadingHTTPServer((address, 0), _OnePage)
+    httpd.page = page
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.2:{httpd.server_address[1]}"
+        yield f"http://{address}:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def foreign_origin() -> Iterator[str]:
+    """The origin of another web site (http://127.0.0.2:<port>: not one of this machine's origins to
+    kinesim's guard), serving a blank page at "/"."""
+    with serving(b"<!doctype html><title>another site</title><p>another site</p>", "127.0.0.2") as origin:
+        yield origin

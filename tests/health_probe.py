@@ -27,6 +27,15 @@ def resident_bytes(pid: int) -> int:
     return 0
 
 
+def peak_resident_bytes(pid: int) -> int:
+    """The most the process has had resident so far (VmHWM): what a request cost it shows after the
+    request, however briefly it held that memory."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
 class HealthProbe:
     """`with HealthProbe(server) as probe: <hostile request>`, then read probe.longest_call,
     probe.peak_rss, probe.answered."""

@@ -1,6 +1,7 @@
 """The web console's bucket API against a real server: folders and objects one level at a time,
-bounded previews (JSON lines, text, gzip, Parquet, binary as hex, a gzip bomb capped), downloads,
-keys that would leave the bucket refused, and the overview rows."""
+bounded previews (JSON lines, text, gzip, Parquet, binary as hex, a gzip bomb capped; Parquet and ORC
+files declaring far more than their size, which cost the server nothing), downloads, keys that would
+leave the bucket refused, and the overview rows."""
 from __future__ import annotations
 
 import gzip
@@ -16,6 +17,7 @@ from email.message import Message
 import pytest
 
 from conftest import client_for, start_server
+from health_probe import peak_resident_bytes
 from kinesim.config import Settings
 from kinesim.server import InProcessServer, free_port
 from kinesim.webconsole import buckets
@@ -165,6 +167,78 @@ def test_previews_of_parquet_and_binary(server, s3, bucket):
     s3.put_object(Bucket=bucket, Key="broken.parquet", Body=b"PAR1" + b"\x00" * 100)
     doc = preview(server, bucket, "broken.parquet")[1]
     assert doc["kind"] == "binary" and doc["format"] == "parquet" and doc["note"]
+
+
+# Before previews were decoded in a child process, these cost the server 660 MB (ORC, 10 million
+# rows), 250 MB (ORC, one list of 10 million items) and 1.1 GB (Parquet, 50 rows of a 20 MB string
+# held once in a dictionary): more than this bound, which leaves room for the server's own work.
+PREVIEW_GROWTH_BOUND = 150 << 20
+
+
+def _orc_bytes(table) -> bytes:
+    import pyarrow.orc as orc
+    sink = io.BytesIO()
+    orc.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def _previewed_within_bound(server, bucket: str, key: str) -> dict:
+    """The preview of `key`, checking that it did not raise the server's peak memory by more than
+    PREVIEW_GROWTH_BOUND."""
+    before = peak_resident_bytes(server.proc.pid)
+    status, doc = preview(server, bucket, key)
+    grew = peak_resident_bytes(server.proc.pid) - before
+    assert status == 200, doc
+    assert grew < PREVIEW_GROWTH_BOUND, f"the preview of {key} raised the server's peak memory by {grew >> 20} MiB"
+    return doc
+
+
+def test_a_table_declaring_millions_of_rows_is_read_fifty_rows_at_a_time(server, s3, bucket):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    rows = 10_000_000
+    seven = pa.repeat(pa.scalar(7, pa.int64()), rows)
+    table = pa.table({f"c{i}": seven for i in range(8)})
+    data = _orc_bytes(table)
+    assert len(data) < 64 << 10  # 10 million rows of 8 columns, in a few tens of KB
+    s3.put_object(Bucket=bucket, Key="rows.orc", Body=data)
+    doc = _previewed_within_bound(server, bucket, "rows.orc")
+    assert (doc["kind"], doc["format"], doc["total_rows"], doc["stripes"]) == ("table", "orc", rows, 1)
+    assert [c["name"] for c in doc["columns"]] == [f"c{i}" for i in range(8)] and doc["truncated"] is True
+    assert doc["rows"] == [[7] * 8] * 50
+
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=rows, compression="zstd", data_page_size=1 << 30)
+    s3.put_object(Bucket=bucket, Key="rows.parquet", Body=sink.getvalue())
+    doc = _previewed_within_bound(server, bucket, "rows.parquet")
+    assert (doc["kind"], doc["total_rows"], doc["row_groups"], doc["rows"]) == ("table", rows, 1, [[7] * 8] * 50)
+
+
+def test_a_huge_cell_is_cut_and_rows_too_large_to_read_are_refused(server, s3, bucket):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    items = 10_000_000
+    one_list = pa.ListArray.from_arrays(pa.array([0, items], pa.int32()), pa.repeat(pa.scalar(7, pa.int64()), items))
+    data = _orc_bytes(pa.table({"l": one_list, "n": [1]}))
+    assert len(data) < 4096
+    s3.put_object(Bucket=bucket, Key="list.orc", Body=data)
+    doc = _previewed_within_bound(server, bucket, "list.orc")
+    assert (doc["kind"], doc["total_rows"]) == ("table", 1)
+    cell, n = doc["rows"][0]
+    assert n == 1 and cell[:3] == [7, 7, 7] and cell[-1] == "…" and len(json.dumps(cell)) < 4096
+
+    # 50 rows of one 20 MB string, which the file holds once (a dictionary page): 1 KB on disk, 1 GB
+    # decoded, more than a preview may use.
+    text = pa.DictionaryArray.from_arrays(pa.array([0] * 50, pa.int32()), pa.array(["a" * (20 << 20)]))
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"s": text}), sink, compression="zstd", dictionary_pagesize_limit=1 << 30)
+    assert len(sink.getvalue()) < 4096
+    s3.put_object(Bucket=bucket, Key="dictionary.parquet", Body=sink.getvalue())
+    doc = _previewed_within_bound(server, bucket, "dictionary.parquet")
+    assert (doc["kind"], doc["format"]) == ("binary", "parquet") and doc["hex"]
+    assert doc["note"].startswith("not previewed: ") and "MiB" in doc["note"], doc["note"]
+    # and the server previews the next file as before
+    assert preview(server, bucket, "list.orc")[1]["kind"] == "table"
 
 
 def test_download_is_the_objects_bytes_as_an_attachment(server, s3, bucket):

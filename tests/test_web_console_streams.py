@@ -15,6 +15,7 @@ import pytest
 import requests
 from console_api import ConsoleApi
 from conftest import client_for
+from health_probe import peak_resident_bytes
 from test_kpl_aggregation import aggregate
 from test_mappings_e2e import deploy, stream_arn, wait_until
 
@@ -160,6 +161,29 @@ def test_decoding_json_text_binary_and_kpl(console, kinesis, stream):
     assert kpl["format"] == "kpl"
     assert [(u["subsequence"], u["partition_key"], u["format"], u["text"]) for u in kpl["user_records"]] == [
         (0, "user-1", "json", '{\n  "n": 1\n}'), (1, "user-2", "text", "two"), (2, "user-1", "binary", "00 01")]
+
+
+def test_a_record_shows_a_bounded_text_whatever_it_decodes_to(server, console, kinesis, stream):
+    name = stream(1)
+    # Nested arrays: pretty-printed whole, each level indenting every line under it, this 940 KB
+    # record was 380 MB of text; and an aggregate of 100,000 empty user records.
+    nested = b"[" + b",".join([b"[" * 400 + b"]" * 400] * 1200) + b"]"
+    put(kinesis, name, nested, key="nested")
+    put(kinesis, name, aggregate([("user", b"")] * 100_000), key="kpl")
+    before = peak_resident_bytes(server.proc.pid)
+    answer = console.get(f"/{name}/records")
+    grew = peak_resident_bytes(server.proc.pid) - before
+    records = {r["partition_key"]: r for r in answer.json()["records"]}
+    shown = records["nested"]
+    assert (shown["format"], shown["truncated"], len(shown["text"])) == ("json", True, 8192)
+    assert shown["text"].startswith("[\n  [\n    [\n")
+    kpl = records["kpl"]
+    assert kpl["text"] == "KPL aggregate of 100000 user records"
+    assert 0 < len(kpl["user_records"]) < 200 and kpl["user_records_hidden"] == 100_000 - len(kpl["user_records"])
+    assert kpl["user_records"][0] == {"subsequence": 0, "partition_key": "user", "explicit_hash_key": None, "size": 0,
+                                      "format": "text", "text": "", "truncated": False}
+    assert len(answer.content) < 64 << 10
+    assert grew < 150 << 20, f"the peek raised the server's peak memory by {grew >> 20} MiB"
 
 
 def test_live_tail_with_a_cursor(console, kinesis, stream):

@@ -50,6 +50,20 @@ UNSUPPORTED = frozenset({
     "abac",
 })
 
+# Not S3's (a documented deviation: AWS sends neither header). On AWS a bucket's content is served
+# from S3's hosts, never from the console's; kinesim serves both, and every API, from one origin, and
+# DESIGN.md's rule is "Content users stored (objects, records) is never served as the console's own
+# origin". So every S3 answer (an object by GetObject, HeadObject, a presigned URL, virtual-host
+# style; listings and errors, which name stored keys) is sandboxed: a page opened from a bucket
+# renders but runs no script and submits no form, and its origin is opaque (its requests carry
+# `Origin: null`, which the edge's guard refuses) instead of this server's. No allowance is given
+# (not even allow-scripts): a script of such a page, though of no origin, would still run in a page
+# served from this machine, which browsers let reach the user's other local services where a public
+# site's page must ask (Chrome's Local Network Access). Images, PDFs and text still display (checked
+# in Chromium); SDKs, with CORS or without, ignore both headers. `nosniff`: an object is what its
+# Content-Type says, never a script or style a browser sniffed in it.
+STORED_CONTENT_HEADERS = [("Content-Security-Policy", "sandbox"), ("X-Content-Type-Options", "nosniff")]
+
 _STATUS_TEXT = {200: "OK", 204: "No Content", 206: "Partial Content", 304: "Not Modified", 400: "Bad Request",
                 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
                 411: "Length Required", 412: "Precondition Failed", 416: "Requested Range Not Satisfiable",
@@ -173,8 +187,8 @@ class S3App:
             log.exception("S3 internal error")
             response = self._error(S3Error("InternalError", "We encountered an internal error. Please try again.",
                                            500), environ, request_id)
-        headers = response.headers + [("x-amz-request-id", request_id),
-                                      ("x-amz-id-2", host_id)]
+        headers = response.headers + STORED_CONTENT_HEADERS + [("x-amz-request-id", request_id),
+                                                               ("x-amz-id-2", host_id)]
         if req is not None and not req.framed.finished and not self._drain(req):
             headers.append(("Connection", "close"))
         body = response.body
@@ -218,7 +232,8 @@ class S3App:
     def error_answer(self, err: AwsError, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         """An error in S3's shape, for a request refused before it reached S3."""
         response = self._error(err, environ, uuid.uuid4().hex[:16].upper())
-        return f"{response.status} {_STATUS_TEXT.get(response.status, 'Error')}", response.headers, response.body
+        return (f"{response.status} {_STATUS_TEXT.get(response.status, 'Error')}",
+                response.headers + STORED_CONTENT_HEADERS, response.body)
 
     def _error(self, err: AwsError, environ: dict[str, Any], request_id: str) -> Response:
         root = element(None, "Error")

@@ -9,7 +9,7 @@ Everything is read through the object store's public methods (`list_objects`, `o
 `bucket_info`), which refuse a key that would name a path outside the bucket's directory ("..",
 a leading "/"...) with S3's error; a prefix like that lists nothing. A download is always sent as
 `application/octet-stream` with `Content-Disposition: attachment`, never with the object's own
-Content-Type: an HTML object must not run as a page of the console's origin.
+Content-Type, and sandboxed: an HTML object must not run as a page of the console's origin.
 """
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ def add_routes(app: Flask, edge: "Edge") -> None:
                              etag=False, max_age=0)
         response.content_length = meta.size
         response.headers.update(SECURITY_HEADERS)
+        # An attachment is saved, not shown; were it shown, it would be as S3 shows objects (s3/api.py).
+        response.headers["Content-Security-Policy"] = SECURITY_HEADERS["Content-Security-Policy"] + "; sandbox"
         response.headers["Cache-Control"] = "no-store"
         return response
 

@@ -6,8 +6,12 @@ A preview reads at most TEXT_LIMIT bytes of text (64 KiB) and shows at most ROW_
   without a delimiter): the values, as a table when they are objects; else plain text;
 * gzip (by its magic bytes, whatever the key says): inflated only up to TEXT_LIMIT, reading at most
   GZIP_READ_LIMIT compressed bytes, so a gzip bomb of any ratio costs that much and no more;
-* Parquet and ORC (pyarrow, imported only here and only when one is previewed): schema, row count
-  and the first rows, read from the footer and the first row group, refused past TABLE_LIMIT;
+* Parquet and ORC: schema, row count and the first rows, decoded ROW_LIMIT rows at a time in a
+  child process under a memory and CPU limit (`kinesim.previews.tables`), each cell cut to
+  `previews.values.CELL_CHARS`: what such a file declares is not bounded by its size (22 KB of ORC held ten million
+  rows, which a stripe read decoded into 640 MB; 366 bytes, a list of ten million items), so
+  nothing of it is decoded in the server, and a file the child cannot read within its limits is
+  shown as bytes with a note saying so;
 * anything else: a hex dump of the first HEX_LIMIT bytes.
 
 The answer: {"kind": "empty" | "json" | "text" | "table" | "binary", "format": what the bytes are
@@ -20,25 +24,16 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
 import zlib
-from datetime import date, datetime, time
-from decimal import Decimal
 from typing import Any, BinaryIO
 
+from ..previews.table_child import read_table
+from ..previews.values import MAX_COLUMNS, ROW_LIMIT, NotPlain, plain
+
 TEXT_LIMIT = 64 << 10
-ROW_LIMIT = 50
 HEX_LIMIT = 1024
 GZIP_READ_LIMIT = 8 << 20        # compressed bytes read for a gzip preview
-TABLE_LIMIT = 32 << 20           # a Parquet footer or first row group, an ORC object, read for a preview
-MAX_DEPTH = 32                   # deeper JSON is shown as text
-MAX_COLUMNS = 40
-CELL_BYTES = 256                 # of a binary value shown in hex
 GZIP_MAGIC = b"\x1f\x8b"
-
-
-class NotPlain(Exception):
-    """A value the preview shows as text rather than as values (too deep)."""
 
 
 def preview(f: BinaryIO, size: int) -> dict[str, Any]:
@@ -137,41 +132,6 @@ def json_values(text: str, truncated: bool) -> list[Any] | None:
     return values or None
 
 
-def plain(value: Any, depth: int = 0) -> Any:
-    """A value as JSON can carry it to the page: bytes as text or hex, times as ISO strings, integers
-    past 64 bits and non-finite floats as strings; NotPlain if nested deeper than MAX_DEPTH."""
-    if depth > MAX_DEPTH:
-        raise NotPlain()
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return value if -(1 << 63) <= value < (1 << 64) else str(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, dict):
-        return {str(k): plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v, depth + 1) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return _binary_value(bytes(value))
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    return str(value)
-
-
-def _binary_value(data: bytes) -> str:
-    """A binary column's value: its text when it is printable UTF-8, else 0x and its hex."""
-    try:
-        text = data.decode("utf-8")
-        if text.isprintable():
-            return text
-    except UnicodeDecodeError:
-        pass
-    return "0x" + data[:CELL_BYTES].hex() + ("…" if len(data) > CELL_BYTES else "")
-
-
 def _binary(data: bytes, truncated: bool, compression: str | None, note: str | None = None) -> dict[str, Any]:
     return {"kind": "binary", "format": "binary", "compression": compression, "truncated": truncated,
             "hex": hex_dump(data), **({"note": note} if note else {})}
@@ -191,67 +151,12 @@ def hex_dump(data: bytes) -> list[str]:
 # ------------------------------------------------------------------ Parquet and ORC
 
 def _table(f: BinaryIO, size: int, fmt: str) -> dict[str, Any]:
-    try:
-        if fmt == "parquet":
-            found = _parquet(f, size)
-        elif size > TABLE_LIMIT:
-            found = {"note": f"an ORC object over {TABLE_LIMIT >> 20} MiB is not read for a preview"}
-        else:
-            found = _orc(f)
-    except Exception as err:  # pyarrow's errors (ArrowInvalid, OSError...) for a damaged file
+    """Schema, row count and first rows, decoded in a child process under limits (`previews.tables`)."""
+    found = read_table(f, fmt)
+    if "error" in found:
         f.seek(0)
-        return _binary(f.read(HEX_LIMIT), size > HEX_LIMIT, None, f"not a readable {fmt} file: {err}")
-    if "rows" not in found:
-        f.seek(0)
-        return {**_binary(f.read(HEX_LIMIT), size > HEX_LIMIT, None, found["note"]), "format": fmt}
+        note = (f"not previewed: {found['error']}" if found.get("over_limit")
+                else f"not a readable {fmt} file: {found['error']}")
+        return {**_binary(f.read(HEX_LIMIT), size > HEX_LIMIT, None, note), "format": fmt}
     found.setdefault("truncated", found["total_rows"] > len(found["rows"]))
     return {"kind": "table", "format": fmt, "compression": None, **found}
-
-
-def _columns(schema: Any) -> list[dict[str, str]]:
-    return [{"name": field.name, "type": str(field.type)} for field in schema]
-
-
-def _rows(batch: Any) -> list[list[Any]]:
-    """A record batch's first ROW_LIMIT rows, values as JSON carries them (first MAX_COLUMNS)."""
-    batch = batch.slice(0, ROW_LIMIT)
-    columns = [batch.column(i).to_pylist() for i in range(min(batch.num_columns, MAX_COLUMNS))]
-    try:
-        return [[plain(c[i]) for c in columns] for i in range(batch.num_rows)]
-    except NotPlain:
-        return [[str(c[i]) for c in columns] for i in range(batch.num_rows)]
-
-
-def _parquet(f: BinaryIO, size: int) -> dict[str, Any]:
-    import pyarrow.parquet as pq
-    # The footer's length is in the last 8 bytes ("<length>PAR1"): a huge one is not read.
-    f.seek(max(0, size - 8))
-    tail = f.read(8)
-    footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 and tail[4:] == b"PAR1" else None
-    if footer is None or footer > TABLE_LIMIT:
-        return {"note": "a Parquet file without a readable footer" if footer is None
-                else f"a Parquet footer of {footer:,} bytes is not read for a preview"}
-    f.seek(0)
-    parquet = pq.ParquetFile(f)
-    meta = parquet.metadata
-    doc = {"columns": _columns(parquet.schema_arrow)[:MAX_COLUMNS], "total_rows": meta.num_rows,
-           "row_groups": meta.num_row_groups, "rows": []}
-    if meta.num_row_groups and meta.num_rows:
-        group = meta.row_group(0)
-        if group.total_byte_size > TABLE_LIMIT:
-            return {**doc, "rows": [], "truncated": True,
-                    "note": f"the first row group holds {group.total_byte_size:,} bytes: not read for a preview"}
-        batch = next(parquet.iter_batches(batch_size=ROW_LIMIT, row_groups=[0]), None)
-        if batch is not None:
-            doc["rows"] = _rows(batch)
-    return doc
-
-
-def _orc(f: BinaryIO) -> dict[str, Any]:
-    import pyarrow.orc as orc
-    found = orc.ORCFile(f)
-    doc = {"columns": _columns(found.schema)[:MAX_COLUMNS], "total_rows": found.nrows,
-           "stripes": found.nstripes, "rows": []}
-    if found.nstripes and found.nrows:
-        doc["rows"] = _rows(found.read_stripe(0))
-    return doc

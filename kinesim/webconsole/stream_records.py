@@ -19,42 +19,68 @@ from ..kinesis.model import Shard, Stream
 from ..kinesis.reader import Record, ShardCursor, start_position
 
 PEEK_TYPES = ("TRIM_HORIZON", "LATEST", "AT_SEQUENCE_NUMBER", "AT_TIMESTAMP")
-SHOWN_BYTES = 8192       # data beyond this is cut (the page shows records, not files)
+# The text a record shows; the rest is cut (the page shows records, not files). A KPL aggregate's
+# user records share it, each also costing USER_RECORD_COST for its key and size: a 1 MiB aggregate
+# holds 170,000 empty user records, which listed whole made 20 MB of answer per record.
+SHOWN_BYTES = 8192
+USER_RECORD_COST = 64
+KEY_CHARS = 256          # of a user record's partition or hash key (an aggregate's table is not checked)
 TAIL_LIMIT = 200         # newest records a tail answer carries; older ones are skipped
+_INDENTED = json.JSONEncoder(indent=2, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------- decoding
 
-def decode(data: bytes) -> dict[str, Any]:
-    """{"format": json | text | binary, "text": what to show, "truncated": bool}: JSON
-    pretty-printed, else UTF-8 text, else hex bytes."""
+def decode(data: bytes, limit: int = SHOWN_BYTES) -> dict[str, Any]:
+    """{"format": json | text | binary, "text": what to show, at most `limit` characters,
+    "truncated": bool}: JSON pretty-printed, else UTF-8 text, else hex bytes."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         value = _NOT_JSON
     if value is not _NOT_JSON and isinstance(value, (dict, list)):
-        return _shown("json", json.dumps(value, indent=2, ensure_ascii=False))
+        pretty = _pretty(value, limit)
+        if pretty is not None:
+            return {"format": "json", "text": pretty[0], "truncated": pretty[1]}
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = None
-    if text is not None and all(c.isprintable() or c in "\t\r\n" for c in text[:SHOWN_BYTES]):
-        return _shown("text", text)
-    return _shown("binary", data[:SHOWN_BYTES // 3].hex(" "), len(data) > SHOWN_BYTES // 3)
+    if text is not None and all(c.isprintable() or c in "\t\r\n" for c in text[:limit]):
+        return _shown("text", text, limit)
+    return _shown("binary", data[:limit // 3].hex(" "), limit, len(data) > limit // 3)
 
 
 _NOT_JSON = object()
 
 
-def _shown(kind: str, text: str, truncated: bool = False) -> dict[str, Any]:
-    if len(text) > SHOWN_BYTES:
-        text, truncated = text[:SHOWN_BYTES], True
+def _pretty(value: Any, limit: int) -> tuple[str, bool] | None:
+    """`value` as JSON indented by two, only as far as `limit` characters, and whether it went on;
+    None when it is nested deeper than the encoder goes. The encoder's pieces are taken one at a
+    time: the whole text can be a thousand times the record (each level of nesting indents every
+    line under it: 1 MiB of nested arrays cost the server 1.1 GB and 18 s of its interpreter)."""
+    pieces, size = [], 0
+    try:
+        for piece in _INDENTED.iterencode(value):
+            pieces.append(piece)
+            size += len(piece)
+            if size > limit:
+                break
+    except RecursionError:
+        return None
+    return "".join(pieces)[:limit], size > limit
+
+
+def _shown(kind: str, text: str, limit: int, truncated: bool = False) -> dict[str, Any]:
+    if len(text) > limit:
+        text, truncated = text[:limit], True
     return {"format": kind, "text": text, "truncated": truncated}
 
 
 def record_doc(shard_id: str, record: Record) -> dict[str, Any]:
     """A record as the page lists it; a KPL aggregate also lists its user records (the same
-    deaggregation Firehose applies, `kinesis.aggregation`)."""
+    deaggregation Firehose applies, `kinesis.aggregation`) as far as SHOWN_BYTES goes, and says
+    how many more it holds ("user_records_hidden")."""
     doc: dict[str, Any] = {"shard": shard_id, "sequence_number": record.sequence_number,
                            "partition_key": record.partition_key, "arrival_ms": int(round(record.arrival * 1000)),
                            "size": len(record.data)}
@@ -63,10 +89,21 @@ def record_doc(shard_id: str, record: Record) -> dict[str, Any]:
         doc.update(decode(record.data))
         return doc
     doc.update(format="kpl", text=f"KPL aggregate of {len(users)} user records", truncated=False)
-    doc["user_records"] = [{"subsequence": n, "partition_key": u.partition_key,
-                            "explicit_hash_key": u.explicit_hash_key, "size": len(u.data), **decode(u.data)}
-                           for n, u in enumerate(users)]
+    shown, left = [], SHOWN_BYTES
+    for n, u in enumerate(users):
+        if left <= 0:
+            break
+        user = {"subsequence": n, "partition_key": _key(u.partition_key),
+                "explicit_hash_key": _key(u.explicit_hash_key), "size": len(u.data),
+                **decode(u.data, min(left, SHOWN_BYTES))}
+        left -= len(user["text"]) + len(user["partition_key"]) + USER_RECORD_COST
+        shown.append(user)
+    doc.update(user_records=shown, user_records_hidden=len(users) - len(shown))
     return doc
+
+
+def _key(key: str | None) -> str | None:
+    return key if key is None or len(key) <= KEY_CHARS else key[:KEY_CHARS] + "…"
 
 
 # ---------------------------------------------------------------------------- peek
@@ -115,7 +152,7 @@ def tail(kinesis: Any, stream: Stream, shards: list[Shard], cursor: str | None) 
     if cursor is None:
         return {"records": [], "cursor": _cursor(tips), "skipped": 0}
     positions = _parse_cursor(cursor)
-    found: list[tuple[float, str, dict[str, Any]]] = []
+    found: list[tuple[str, Record]] = []
     skipped = 0
     for shard in shards:
         position = positions.get(shard.uid, 1)
@@ -124,10 +161,10 @@ def tail(kinesis: Any, stream: Stream, shards: list[Shard], cursor: str | None) 
             position = tips[shard.uid] - TAIL_LIMIT
         if position < tips[shard.uid]:
             batch = ShardCursor(kinesis, stream, shard, position).read_from(position, tips[shard.uid] - position)
-            for r in batch.records:
-                found.append((r.arrival, r.sequence_number, record_doc(shard.shard_id, r)))
-    found.sort(key=lambda f: (f[0], int(f[1])), reverse=True)
-    return {"records": [doc for _, _, doc in found[:TAIL_LIMIT]], "cursor": _cursor(tips),
+            found += [(shard.shard_id, r) for r in batch.records]
+    found.sort(key=lambda f: (f[1].arrival, int(f[1].sequence_number)), reverse=True)
+    # Only the records answered are decoded (up to TAIL_LIMIT of every shard were read).
+    return {"records": [record_doc(shard_id, r) for shard_id, r in found[:TAIL_LIMIT]], "cursor": _cursor(tips),
             "skipped": skipped + max(0, len(found) - TAIL_LIMIT), "now_ms": int(time.time() * 1000)}
 
 

@@ -181,7 +181,8 @@
     if (r.format === "kpl") {
       return el("div", {}, el("span", {class: "badge busy"}, r.text), r.user_records.map((u) => el("div", {style: {marginTop: "4px"}},
         el("span", {class: "muted"}, `#${u.subsequence} key ${u.partition_key} · ${u.format} · ${fmt.bytes(u.size)}`),
-        el("pre", {class: "data"}, u.text + (u.truncated ? "\n…" : "")))));
+        el("pre", {class: "data"}, u.text + (u.truncated ? "\n…" : "")))),
+        r.user_records_hidden ? el("div", {class: "muted"}, `… and ${fmt.num(r.user_records_hidden)} more user records`) : null);
     }
     return el("div", {}, el("span", {class: "muted", style: {fontSize: "11.5px"}}, `${r.format} · ${fmt.bytes(r.size)}`),
       el("pre", {class: "data"}, r.text + (r.truncated ? "\n…" : "")));
