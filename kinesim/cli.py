@@ -44,6 +44,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--update-stream-ms", type=int, default=d.update_stream_ms,
                    help="how long a stream stays UPDATING after resharding or a settings change")
     p.add_argument("--shard-limit", type=int, default=d.shard_limit, help="open shards allowed in the account")
+    p.add_argument("--stack-limit", type=int, default=d.stack_limit,
+                   help="CloudFormation stacks allowed in the account (AWS's default quota: 2000)")
     p.add_argument("--region", default=d.region, help="region used in ARNs")
     p.add_argument("--account-id", default=d.account_id, help="account id used in ARNs and messages")
     p.add_argument("--enforce-limits", action="store_true",

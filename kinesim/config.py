@@ -23,6 +23,10 @@ class Settings:
     update_stream_ms: int = 100
     # AWS's default shard quota in us-east-1 (200 in most other regions).
     shard_limit: int = 500
+    # CloudFormation stacks the account may hold: AWS's default quota ("Stacks", Understand
+    # CloudFormation quotas), adjustable there as here. It also ends nested stacks that create
+    # themselves: past it CreateStack is LimitExceededException.
+    stack_limit: int = 2000
     region: str = "us-east-1"
     account_id: str = "000000000000"
     enforce_limits: bool = False

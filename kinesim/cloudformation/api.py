@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kinesim.protocol.errors import AwsError
 from kinesim.protocol.query_app import QueryApp
 
 from .changeset_api import CHANGE_SET_OPERATIONS
@@ -24,7 +25,14 @@ class _Operations:
         return action in OPERATIONS
 
     def call(self, action: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        return OPERATIONS[action](self.service, params)
+        try:
+            return OPERATIONS[action](self.service, params)
+        except RecursionError:
+            # The template's nesting is bounded where it is read and chains of conditions where they
+            # are evaluated; whatever else recurses on a template the client sent is the client's
+            # template too deep, not the server's error (a 500).
+            raise AwsError("ValidationError", "Template format error: the template nests or chains its values "
+                                              "too deeply to be processed") from None
 
 
 def cloudformation_app(service: CloudFormationService) -> QueryApp:

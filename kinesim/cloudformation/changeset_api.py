@@ -44,6 +44,8 @@ def create_change_set(svc: CloudFormationService, params: dict[str, Any]) -> dic
             raise not_updatable(state)
     else:
         raise AwsError("ValidationError", f"ChangeSetType {kind} is not supported by kinesim (CREATE and UPDATE are)")
+    if state is None:
+        svc.quotas.check_new_stack()
     if state is not None and any(svc.records.change_set(cid, None)["ChangeSetName"] == cs_name
                                  for cid in svc.records.change_set_ids(state["StackId"])):
         raise AwsError("AlreadyExistsException", f"ChangeSet [{cs_name}] already exists")
@@ -163,7 +165,8 @@ def execute_change_set(svc: CloudFormationService, params: dict[str, Any]) -> No
     svc.records.put_change_set(change_set)
     svc.begin(state, "CREATE_IN_PROGRESS" if creating else "UPDATE_IN_PROGRESS", change_set["Template"],
               change_set["Given"], change_set["Request"], change_set["ChangeSetId"],
-              on_end=lambda ok: _executed(svc, change_set["ChangeSetId"], ok))
+              on_end=lambda ok: _executed(svc, change_set["ChangeSetId"], ok),
+              processed=change_set.get("ProcessedTemplate"))
     return None
 
 

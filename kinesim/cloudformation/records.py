@@ -33,6 +33,11 @@ def timestamp(value: Any) -> float:
         return now()
 
 
+def _nested_names(state: dict[str, Any]) -> list[str]:
+    return [record["Name"] for record in (state.get("Resources") or {}).values()
+            if record.get("Type") == "AWS::CloudFormation::Stack" and record.get("Name")]
+
+
 def stack_missing(name: str) -> AwsError:
     # DescribeStacks, GetTemplate, DescribeStackResources...: "Stack with id X does not exist"
     # (LocalStack's recordings of AWS; the CLI, SAM and the delete waiter read this text).
@@ -43,6 +48,10 @@ class Records:
     def __init__(self, store: Store):
         self.store = store
         self.lock = threading.RLock()  # event appends, change set writes
+        # Nested stack name -> its parent's name, as the parents' records name them (kept by put()),
+        # and the other way.
+        self._parents: dict[str, str] = {}
+        self._children: dict[str, set[str]] = {}
 
     # stacks
 
@@ -70,15 +79,38 @@ class Records:
 
     def parent_of(self, name: str) -> dict[str, Any] | None:
         """The stack whose nested stack resource is named `name` (the engine records the name
-        before it creates the stack)."""
+        before it creates the stack). Looked up, not searched: a search read every stack for each
+        nested stack made, and a chain of them made thousands."""
+        with self.lock:
+            parent = self._parents.get(name)
+        state = self.live(parent) if parent is not None else None
+        if state is not None and name in _nested_names(state):
+            return state
+        # Not indexed (a stack stored before this server started, or by the admin route): searched.
+        found = None
         for state in self.stacks().values():
-            for record in (state.get("Resources") or {}).values():
-                if record.get("Type") == "AWS::CloudFormation::Stack" and record.get("Name") == name:
-                    return state
-        return None
+            self._index(state["StackName"], state)
+            if name in _nested_names(state):
+                found = state
+        return found
+
+    def _index(self, parent: str, state: dict[str, Any] | None) -> None:
+        """Index the nested stacks stack `parent` names now (`state` None: it is gone)."""
+        names = set(_nested_names(state)) if state is not None else set()
+        with self.lock:
+            for gone in self._children.get(parent, set()) - names:
+                if self._parents.get(gone) == parent:
+                    del self._parents[gone]
+            for nested in names:
+                self._parents[nested] = parent
+            if names:
+                self._children[parent] = names
+            else:
+                self._children.pop(parent, None)
 
     def put(self, state: dict[str, Any]) -> None:
         self.store.put_document(STACK, state["StackName"], state)
+        self._index(state["StackName"], state)
 
     def deleted(self) -> dict[str, dict[str, Any]]:
         return self.store.documents(DELETED)
@@ -90,6 +122,7 @@ class Records:
         kept.update(StackStatus="DELETE_COMPLETE", DeletionTime=now())
         self.store.put_document(DELETED, state["StackId"], kept)
         self.store.delete_document(STACK, state["StackName"])
+        self._index(state["StackName"], None)
         for change_set_id in self.change_set_ids(state["StackId"]):
             self.store.delete_document(CHANGE_SET, change_set_id)
 

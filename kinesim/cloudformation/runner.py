@@ -27,8 +27,10 @@ log = logging.getLogger("kinesim.cloudformation")
 
 # The lines kept of one operation.
 MAX_LINES = 5000
-# How long a request that starts an operation waits for it to end before answering.
-SETTLE_WAIT_S = 20.0
+# How long a client's request that starts an operation waits for it to end before answering: most
+# end well within it. The stack's work is asynchronous on AWS, and a request held 20 s (as it was)
+# holds a request thread as long.
+SETTLE_WAIT_S = 2.0
 
 
 class OperationLog:
@@ -125,10 +127,18 @@ class Runner:
         """Wait a little for the operation on stack `name` to end. The API answers at once on AWS;
         here most operations take well under a second, and a stack already settled when a tool
         first looks saves it a poll interval (5 s for the CDK, 30 s for the AWS CLI's waiters)."""
+        self.wait(name, timeout)
+
+    def wait(self, name: str, timeout: float) -> bool:
+        """Wait up to `timeout` s for the operation under way on stack `name` to end; False at once
+        if none is. The engine waits so for a nested stack it made: a chain of hundreds of nested
+        stacks each polling DescribeStacks every second was a load that grew with the chain."""
         with self.lock:
             found = self.logs.get(name)
-        if found is not None:
-            found.finished.wait(timeout)
+        if found is None or found.done:
+            return False
+        found.finished.wait(timeout)
+        return True
 
     def cancel(self, name: str) -> bool:
         """Ask the operation under way on stack `name` to stop (CancelUpdateStack): it rolls back."""

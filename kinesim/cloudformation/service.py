@@ -18,6 +18,7 @@ from kinesim.protocol.errors import AwsError
 from kinesim.store import Store
 
 from . import templates
+from .account_quotas import AccountQuotas
 from .records import Records, now
 from .runner import Runner, StoreStates
 
@@ -43,6 +44,7 @@ class CloudFormationService:
                  endpoint_url: Callable[[], str], credentials: dict[str, str], runtimes: Callable[[], list[str]]):
         self.settings = settings
         self.records = Records(store)
+        self.quotas = AccountQuotas(self.records, settings.stack_limit)
         self.read_object = read_object  # (bucket, key) -> bytes, from this server's S3 store
         self.endpoint_url = endpoint_url
         self.credentials = credentials
@@ -63,9 +65,16 @@ class CloudFormationService:
     def deployer(self, name: str, echo: Callable[[str], None] = lambda line: None) -> Deployer:
         region = self.settings.region
         target = target_for(self.clients(), stack_name=name, region=region, account_id=self.settings.account_id,
-                            partition=partition_of(region))
+                            partition=partition_of(region), await_stack=self._await_stack)
         return Deployer(target, StoreStates(self.records), echo, self.runtimes(), self.records.add_event,
                         self.export_value)
+
+    def _await_stack(self, name: str, timeout: float) -> bool:
+        """The engine's wait for a nested stack's operation (Target.await_stack). The waiting thread
+        first gives back its store connection: a chain of nested stacks holds a waiting thread per
+        level, and 2,000 connections were ~260 MB."""
+        self.records.store.release_reader()
+        return self.runner.wait(name, timeout)
 
     def export_value(self, name: str) -> Any:
         found = self.records.exports().get(name)
@@ -83,8 +92,12 @@ class CloudFormationService:
             prepared: Prepared | None = prepare(raw, deployer.target, given, stack_id, self.runtimes(),
                                                 deployer.handler, self.export_value)
             problem = None
+            if transforms(raw):
+                templates.check_processed_size(prepared.template, params)
         except (TemplateError, DeployError) as err:
             prepared, problem = None, AwsError("ValidationError", str(err))
+        except AwsError as err:
+            prepared, problem = None, err
         return Plan(text, raw, given, prepared, problem, deployer)
 
     def new_stack_id(self, name: str) -> str:
@@ -105,9 +118,11 @@ class CloudFormationService:
 
     def begin(self, state: dict[str, Any], status: str, text: str, given: dict[str, str],
               params: dict[str, Any], change_set_id: str | None = None,
-              on_end: Callable[[bool], None] | None = None) -> None:
+              on_end: Callable[[bool], None] | None = None, processed: dict[str, Any] | None = None) -> None:
         """Mark the stack IN_PROGRESS (what DescribeStacks answers from now on) and run the deploy.
-        The request's fields become the stack's with it (and return to the old ones if it rolls back)."""
+        The request's fields become the stack's with it (and return to the old ones if it rolls back).
+        `processed`: the template as it will be deployed, whose resources the operation counts."""
+        self.quotas.operation_begins(state, status == "CREATE_IN_PROGRESS", processed)
         fields: dict[str, Any] = {"Template": text, "Given": given, "Capabilities": params.get("Capabilities") or [],
                                   "Tags": params.get("Tags") or [],
                                   "NotificationARNs": params.get("NotificationARNs") or []}
@@ -121,12 +136,19 @@ class CloudFormationService:
         self.records.put(state)
         self.records.add_event(stack_event(state, status, "User Initiated"))
         self._start_deploy(state["StackName"], fields, on_end)
+        self._settle(state)
 
     def _start_deploy(self, name: str, fields: dict[str, Any], on_end: Callable[[bool], None] | None = None) -> None:
         raw = templates.stored(fields["Template"])
         self.runner.start(name, str(uuid.uuid4()),
                           lambda deployer: deployer.deploy(raw, fields["Given"], extra=fields), on_end)
-        self.runner.settle(name)
+
+    def _settle(self, state: dict[str, Any]) -> None:
+        """A client's request waits a little for its operation (Runner.settle). A nested stack's
+        does not: its parent's engine follows it anyway, and a chain of nested stacks each held
+        its parent's request (20 s a level when a child never settled)."""
+        if not state.get("ParentId"):
+            self.runner.settle(state["StackName"])
 
     def begin_delete(self, state: dict[str, Any], retain: list[str]) -> None:
         for lid in retain:
@@ -134,12 +156,15 @@ class CloudFormationService:
                 state["Resources"][lid]["DeletionPolicy"] = "Retain"
         state.update(Operation={"Kind": "delete"})
         self.records.put(state)
+        self.quotas.forget(state["StackId"])
         self.runner.start(state["StackName"], str(uuid.uuid4()), lambda deployer: self._delete(deployer, state))
-        self.runner.settle(state["StackName"])
+        self._settle(state)
 
     def _delete(self, deployer: Deployer, state: dict[str, Any]) -> None:
-        in_use = [(name, importer) for name, (stack_id, _) in self.records.exports().items()
-                  if stack_id == state["StackId"] for importer in self.records.importers(name)
+        # This stack's own exports (its outputs), not every stack's: deleting each stack of a long
+        # chain of nested stacks read all the others.
+        exported = [o["ExportName"] for o in (state.get("Outputs") or {}).values() if o.get("ExportName")]
+        in_use = [(name, importer) for name in exported for importer in self.records.importers(name)
                   if importer != state["StackName"]]
         if in_use:
             name, importer = in_use[0]

@@ -42,6 +42,8 @@ def create_stack(svc: CloudFormationService, params: dict[str, Any]) -> dict[str
         and not svc.runner.busy(name)
     if existing is not None and not reviewing:
         raise AwsError("AlreadyExistsException", f"Stack [{name}] already exists")
+    if not reviewing:
+        svc.quotas.check_new_stack()
     state = existing if reviewing else svc.new_state(name, "CREATE_IN_PROGRESS")
     state["EnableTerminationProtection"] = bool(params.get("EnableTerminationProtection"))
     parent = svc.records.parent_of(name)
@@ -56,7 +58,7 @@ def create_stack(svc: CloudFormationService, params: dict[str, Any]) -> dict[str
             change_set = svc.records.change_set(change_set_id, None)
             change_set["ExecutionStatus"] = "OBSOLETE"
             svc.records.put_change_set(change_set)
-    svc.begin(state, "CREATE_IN_PROGRESS", plan.text, plan.given, params)
+    svc.begin(state, "CREATE_IN_PROGRESS", plan.text, plan.given, params, processed=plan.prepared.template)
     return {"StackId": state["StackId"]}
 
 
@@ -75,7 +77,7 @@ def update_stack(svc: CloudFormationService, params: dict[str, Any]) -> dict[str
             and (params.get("Tags") or state.get("Tags") or []) == (state.get("Tags") or []):
         raise AwsError("ValidationError", "No updates are to be performed.")
     state.pop("ChangeSetId", None)  # DescribeStacks names a change set only when one made the stack as it is
-    svc.begin(state, "UPDATE_IN_PROGRESS", plan.text, plan.given, params)
+    svc.begin(state, "UPDATE_IN_PROGRESS", plan.text, plan.given, params, processed=plan.prepared.template)
     return {"StackId": state["StackId"]}
 
 

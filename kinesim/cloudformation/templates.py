@@ -8,10 +8,10 @@ import re
 import urllib.parse
 from typing import Any, Callable
 
-import yaml
-
 from kinesim.deploy.sam import transforms
 from kinesim.deploy.template import TemplateError, check_resources, parse_document
+from kinesim.deploy.template_quotas import check_quotas
+from kinesim.deploy.template_reader import NotWellFormed
 from kinesim.protocol.errors import AwsError
 
 # The largest TemplateBody AWS takes (51,200 bytes) and TemplateURL object (1 MB).
@@ -60,6 +60,17 @@ def body_of(params: dict[str, Any], read_object: Callable[[str, str], bytes], pr
         raise invalid("Template format error: unsupported structure.") from None
 
 
+def check_processed_size(processed: dict[str, Any], params: dict[str, Any]) -> None:
+    """A transform's output held to the size quota of the way the template came: "The maximum size
+    for a processed stack template is 51,200 bytes when passed directly into a CreateStack,
+    UpdateStack, or ValidateTemplate request, or 1 MB when passed as an S3 object" ("Troubleshoot the
+    processed template", AWS CloudFormation User Guide). Measured as compact JSON, the processed
+    template's form (GetTemplate's Processed stage)."""
+    limit = MAX_BODY_BYTES if params.get("TemplateBody") is not None else MAX_URL_BYTES
+    if len(json.dumps(processed, separators=(",", ":")).encode()) > limit:
+        raise invalid(f"Template may not exceed {limit} bytes in size.")
+
+
 def s3_location(url: str) -> tuple[str, str]:
     """The bucket and key of a TemplateURL, in any of S3's URL forms or this server's path style."""
     parsed = urllib.parse.urlsplit(url)
@@ -79,14 +90,16 @@ def s3_location(url: str) -> tuple[str, str]:
 
 
 def parse(text: str) -> dict[str, Any]:
-    """The template as a dict; AWS's "Template format error" for what is not one."""
+    """The template as a dict; AWS's "Template format error" for what is not one, or for what passes
+    one of AWS's quotas (checked before any work in proportion to the template)."""
     try:
         try:
             template = parse_document(text, "the template")
-        except TemplateError as err:  # AWS's words and place, where they can be told
-            raise TemplateError(not_well_formed(text) or str(err)) from None
+        except NotWellFormed as err:  # AWS's words and place, where they can be told
+            raise TemplateError(err.aws_message) from None
         if not isinstance(template, dict):
             raise TemplateError("Template format error: unsupported structure.")
+        check_quotas(template)
         if not any(t == "AWS::Include" or (isinstance(t, dict) and t.get("Name") == "AWS::Include")
                    for t in transforms(template)):
             check_resources(template)
@@ -98,9 +111,9 @@ def parse(text: str) -> dict[str, Any]:
 
 def stored(text: str) -> dict[str, Any]:
     """A template a stack already holds, read without the checks of a new one (a stack made by an
-    earlier kinesim is still described)."""
+    earlier kinesim is still described, aliases and all)."""
     try:
-        template = parse_document(text, "the template")
+        template = parse_document(text, "the template", aliases=True)
     except TemplateError:
         return {}
     return template if isinstance(template, dict) else {}
@@ -128,27 +141,6 @@ def check_structure(template: dict[str, Any]) -> None:
             raise TemplateError("Template format error: Every Outputs member must contain a Value object")
         if output["Value"] is None:
             raise TemplateError(f"[/Outputs/{key}/Value] 'null' values are not allowed in templates")
-
-
-def not_well_formed(text: str) -> str | None:
-    """AWS's words for text that is not JSON (it starts with "{") or not YAML, with the place, as
-    LocalStack's recordings of AWS show them: "Template format error: JSON not well-formed. (line 1,
-    column 25)" for `{"this is invalid JSON"="bobbins"}` (the column after the offending character)."""
-    if text.lstrip().startswith("{"):
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as err:
-            return f"Template format error: JSON not well-formed. (line {err.lineno}, column {err.colno + 1})"
-        return None
-    try:
-        yaml.compose(text, Loader=yaml.SafeLoader)  # the structure only: short-form tags are not read here
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        place = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        return f"Template format error: YAML not well-formed.{place}"
-    except yaml.YAMLError:
-        return "Template format error: YAML not well-formed."
-    return None
 
 
 def parameter_overrides(declared: dict[str, Any], given: list[dict[str, Any]],

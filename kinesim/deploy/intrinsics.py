@@ -28,6 +28,9 @@ class _NoValue:
 
 NO_VALUE = _NoValue()
 
+# The longest chain of conditions naming conditions evaluated (kinesim's bound, far past real templates).
+MAX_CONDITION_CHAIN = 100
+
 # `${Name}`, `${Resource.Attribute}` and the escaped literal `${!Text}`.
 _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
@@ -71,6 +74,12 @@ class Resolver:
             raise TemplateError(f"Template format error: Unresolved condition dependency {name}.")
         if name in self._evaluating:
             raise TemplateError(f"Template format error: Circular dependency in condition {name}.")
+        if len(self._evaluating) >= MAX_CONDITION_CHAIN:
+            # Each condition that names another is one level of recursion here, and nesting does
+            # not bound them (5,000 one-line conditions, each naming the next, fit in 1 MB): a
+            # RecursionError was answered 500. AWS's limit and words are not on record.
+            raise TemplateError(f"Template format error: conditions name one another more than "
+                                f"{MAX_CONDITION_CHAIN} deep (at condition {name})")
         self._evaluating.add(name)
         try:
             value = self._condition_value(conditions[name], name)

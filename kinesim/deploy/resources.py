@@ -47,6 +47,9 @@ class Target:
     cloudformation: Any = None
     ecr: Any = None
     ssm: Any = None
+    # (stack name, seconds) -> whether an operation was under way on that stack: waits for it to
+    # end, up to the seconds (the server's own CloudFormation, in process). None: poll only.
+    await_stack: Callable[[str, float], bool] | None = None
 
 
 # The services whose clients a Target has (`lambda` is the field `lambda_`).

@@ -34,6 +34,8 @@ CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAN
 # with dependencies takes minutes; one that takes an hour is stuck).
 DEFAULT_TIMEOUT_S = 60 * 60
 MAX_POLL_S = 1.0
+# The longest wait for a child's operation to end before it is described again.
+MAX_AWAIT_S = 30.0
 NO_UPDATES = "No updates are to be performed."
 # What the child is while an operation is under way.
 _BUSY_SUFFIX = "_IN_PROGRESS"
@@ -122,6 +124,10 @@ class CloudFormationStack(ResourceHandler):
         try:
             stack_id = self.target.cloudformation.create_stack(**request)["StackId"]
         except ClientError as err:
+            if error_code(err) == "LimitExceededException":
+                # The account's quotas end a chain of nested stacks; the resource's status reason is
+                # the quota's message alone, as AWS gives it ("Limit for stack has been exceeded").
+                raise DeployError(err.response["Error"].get("Message") or error_code(err)) from None
             found = self._describe(name) if error_code(err) == "AlreadyExistsException" else None
             if found is None:
                 raise
@@ -173,7 +179,8 @@ class CloudFormationStack(ResourceHandler):
     def _settled(self, name_or_id: str, timeout_minutes: int | None, what: str,
                  until: tuple[str, ...] | None = None) -> dict[str, Any] | None:
         """The child once no operation is under way on it (or, with `until`, once it is in one of
-        those statuses); None if it does not exist. Polled from 50 ms, backing off to 1 s."""
+        those statuses); None if it does not exist. Described again when the child's operation ends
+        (the server tells its engine), else polled from 50 ms, backing off to 1 s."""
         limit = timeout_minutes * 60 if timeout_minutes else DEFAULT_TIMEOUT_S
         deadline, delay = time.monotonic() + limit, 0.05
         while True:
@@ -187,8 +194,11 @@ class CloudFormationStack(ResourceHandler):
             if time.monotonic() > deadline:
                 raise DeployError(f"Embedded stack {stack['StackId']} was not successfully {what}: it is still "
                                   f"{status} after {limit // 60} minutes")
-            time.sleep(delay)
-            delay = min(delay * 2, MAX_POLL_S)
+            awaited = self.target.await_stack is not None and \
+                self.target.await_stack(stack["StackName"], min(MAX_AWAIT_S, max(deadline - time.monotonic(), 0.0)))
+            if not awaited:
+                time.sleep(delay)
+                delay = min(delay * 2, MAX_POLL_S)
 
 
 def _outputs(stack: dict[str, Any]) -> dict[str, Any]:

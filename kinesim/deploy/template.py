@@ -7,22 +7,13 @@ property, a wrong type, an attribute that `Fn::GetAtt` cannot return.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-from cfn_tools import load_json, load_yaml
-
 from kinesim.protocol import java_regex
 
-
-class DeployError(Exception):
-    """A deploy that cannot go on; the message says what to fix."""
-
-
-class TemplateError(DeployError):
-    """The template itself is wrong (CloudFormation would reject it before touching anything)."""
+from . import template_reader
+from .errors import DeployError, TemplateError  # noqa: F401 - DeployError: the engine imports it from here
 
 
 def load_template(path: str | Path) -> dict[str, Any]:
@@ -32,7 +23,9 @@ def load_template(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise TemplateError(f"Cannot read template {path}: {err.strerror}") from None
-    template = parse_document(text, str(path))
+    # Aliases resolved, as `aws cloudformation package` and the SAM CLI resolve them in a local file
+    # before the service (which refuses them) sees it.
+    template = parse_document(text, str(path), aliases=True)
     if not isinstance(template, dict):
         raise TemplateError(f"Template format error: {path} must hold a mapping at its top level")
     if not _top_level_includes(template):  # an included snippet may bring the Resources
@@ -45,14 +38,12 @@ def check_resources(template: dict[str, Any]) -> None:
         raise TemplateError("Template format error: At least one Resources member must be defined.")
 
 
-def parse_document(text: str, where: str) -> Any:
-    """YAML or JSON text as plain dicts and lists, short-form intrinsics in their long form."""
-    try:
-        data = load_json(text) if text.lstrip().startswith("{") else load_yaml(text)
-    except (ValueError, yaml.YAMLError) as err:
-        raise TemplateError(f"Template format error: {where} is not valid YAML or JSON: {err}") from None
-    # ODict -> dict: the template is stored (as JSON) and compared; plain types keep that simple.
-    return json.loads(json.dumps(data, default=str))
+def parse_document(text: str, where: str, aliases: bool = False) -> Any:
+    """YAML or JSON text as plain dicts and lists, short-form intrinsics in their long form, nested
+    at most template_reader.MAX_DEPTH deep. YAML aliases are refused as the service refuses them,
+    unless `aliases` (a local file: resolved within a bound). A text that is not a document raises
+    template_reader.NotWellFormed (its `aws_message` is the service's answer)."""
+    return template_reader.read(text, where, aliases)
 
 
 # AWS::Include
@@ -159,7 +150,7 @@ class _Includer:
             text = path.read_text(encoding="utf-8")
         except OSError as err:
             raise TemplateError(f"Transform {INCLUDE}: cannot read {location} ({path}): {err.strerror}") from None
-        return parse_document(text, str(path)), str(path)
+        return parse_document(text, str(path), aliases=True), str(path)  # a local file, as load_template reads one
 
 
 def _snippet_dir(where: str, base_dir: Path | None) -> Path | None:

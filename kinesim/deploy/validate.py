@@ -21,6 +21,7 @@ from .handlers import HANDLERS
 from .intrinsics import Resolver
 from .resources import ResourceHandler, schema_attributes
 from .template import DeployError, TemplateError
+from .template_quotas import check_quotas
 
 # What a server that does not list its runtimes runs (kinesim before Node.js support).
 DEFAULT_RUNTIMES = ("python3.*",)
@@ -53,6 +54,9 @@ def check(template: dict[str, Any], resolver: Resolver, runtimes: list[str] | No
           handler_for: Callable[[str], ResourceHandler] | None = None) -> dict[str, list[str]]:
     """Every problem the template has, raised at once; else each included resource's
     dependencies (Ref, Fn::GetAtt, Fn::Sub, DependsOn). `handler_for` enables the property check."""
+    # AWS's quotas first, on the processed template (included snippets and SAM's resources count
+    # too), and alone: what follows costs in proportion to the resources.
+    check_quotas(template)
     problems = Problems()
     resources = template["Resources"]
     included = {lid for lid in resources if _resource(resources, lid) and resolver.included(lid)}

@@ -8,7 +8,6 @@ signature (`api.py` sets `CALLER` for the duration of the call).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import string
@@ -16,6 +15,7 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 from kinesim.config import Settings
+from kinesim.protocol import user_json
 from kinesim.protocol.errors import AwsError
 from kinesim.protocol.validation import ModelValidator
 from kinesim.store import Store
@@ -139,7 +139,9 @@ class StsService:
         size = sum(len(t["Key"]) + len(t["Value"]) for t in tags) + 64 * len(p.get("PolicyArns") or [])
         if p.get("Policy") is not None:
             try:
-                size += len(json.dumps(json.loads(p["Policy"]), separators=(",", ":")))
+                # user_json: json.loads and json.dumps recurse (1,024 `[` fit in the 2,048 characters
+                # a Policy may have, and were a RecursionError: a 500).
+                size += len(user_json.dumps(user_json.loads(p["Policy"])))
             except ValueError:
                 raise AwsError("MalformedPolicyDocument", "The policy is not in the valid JSON format.") from None
         percent = math.ceil(100 * size / _PACKED_LIMIT)
