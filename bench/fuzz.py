@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A long fuzzing run against kinesim: random requests for every operation of Kinesis, Firehose,
-Lambda, S3, SNS, SQS and CloudWatch Logs, generated from botocore's models (tests/fuzzing.py),
-until a time or count limit.
+Lambda, S3, SNS, SQS, CloudWatch Logs, CloudFormation, STS, SSM and ECR, generated from botocore's
+models (tests/fuzzing.py), until a time or count limit.
 
     .venv/bin/python bench/fuzz.py --seconds 600                 # ten minutes against a fresh server
     .venv/bin/python bench/fuzz.py --requests 100000 --seed 7
@@ -11,14 +11,15 @@ until a time or count limit.
 
 It starts its own server (durable, temp data dir, SubscribeToShard lasting 1 s instead of 5 min so
 that one the fuzzer gets right does not hold the run) with its log in a file, creates streams, a
-delivery stream, a bucket, a function, queues, a topic and a log group for fuzzed names to hit
-(again every --refresh requests, since fuzzed deletions remove them), and sends one request at a
-time on one connection: the same seed gives the same requests. It prints the requests sent per
-service, the status histogram, and every failure (a 5xx other than 501 "not implemented" and the
-one 500 Kinesis itself gives, or no answer) grouped by operation, case and exception, with a
-reproducer: the request, the server's traceback, and a JSON file that `--replay` sends again. At
-the end it checks that the server still answers and still holds a record acknowledged before the
-run.
+delivery stream, a bucket, a function, queues, a topic, a log group, stacks, an SSM parameter and an
+ECR repository for fuzzed names to hit (again every --refresh requests, since fuzzed deletions
+remove them), and sends one request at a time on one connection: the same seed gives the same
+requests. It prints the requests sent per service, the status histogram, and every failure (a 5xx
+other than 501 "not implemented" and the one 500 Kinesis itself gives, no answer, a 2xx to what AWS
+refuses, an answer of the query protocol that is no XML document) grouped by operation, case and
+exception, with a reproducer: the request, the server's traceback, and a JSON file that `--replay`
+sends again. At the end it checks that the server still answers and still holds a record
+acknowledged before the run.
 
 Memory: the resident set (RSS) of the server process and its children (function workers), read
 from /proc, once the resources exist and a warm-up (the sweep of tests/test_fuzz.py: every value
@@ -53,7 +54,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0:1] = [str(ROOT / "tests"), str(ROOT)]
 
 from fuzz_wire import Connection, Outcome, Request, is_failure  # noqa: E402
-from fuzzing import SERVICES, TRACEBACK, Fuzzer, LoggedServer, LogReader, client, create_resources  # noqa: E402
+from fuzzing import (MEMORY_LIMIT, SERVICES, STACK_LIMIT, TRACEBACK, Fuzzer, LoggedServer, LogReader,  # noqa: E402
+                     client, create_resources)
 
 from kinesim.config import Settings  # noqa: E402
 from kinesim.server import free_port  # noqa: E402
@@ -134,8 +136,8 @@ class Run:
             counter = every if service == "all" else self.statuses[service]
             ordered = sorted(counter.items(), key=lambda kv: str(kv[0]))
             print(f"  {service:9} " + "  ".join(f"{k}: {v}" for k, v in ordered))
-        print(f"\nfailures (5xx but 501 not implemented and AWS's own 500s, or no answer): {self.failures()} "
-              f"requests in {len(self.groups)} groups")
+        print(f"\nfailures (fuzz_wire.is_failure: 5xx but 501 not implemented and AWS's own 500s, no answer, "
+              f"a 2xx where AWS refuses, XML no SDK reads): {self.failures()} requests in {len(self.groups)} groups")
         for (service, op, case, status, exception), items in sorted(self.groups.items(), key=lambda kv: -len(kv[1])):
             first = items[0]
             print(f"\n[{len(items)}x] {service}.{op} [{case}] -> {status}: {exception}")
@@ -299,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         return fuzz(args, args.url, LogReader(None), out_dir, args.pid)
     work = Path(tempfile.mkdtemp(prefix="kinesim-fuzz-server-"))
     settings = Settings(port=free_port(), data_dir=str(work / "data"), create_stream_ms=0, delete_stream_ms=0,
-                        update_stream_ms=0, log_level="warning", subscription_s=1.0)
-    server = LoggedServer(settings, out_dir / "server.log").start()
+                        update_stream_ms=0, log_level="warning", subscription_s=1.0, stack_limit=STACK_LIMIT)
+    server = LoggedServer(settings, out_dir / "server.log", memory_limit=MEMORY_LIMIT).start()
     try:
         return fuzz(args, server.url, LogReader(server.log_path), out_dir, server.proc.pid)
     finally:

@@ -1,13 +1,15 @@
 """The fuzzer's catalogue of hostile input: values by member type and by where they travel (a
 JSON or CBOR body, an XML body, a URI label / query parameter / header), garbage bodies, wrong
 content types and odd envelopes; text that a service parses further (JSON documents, patterns,
-JQ queries, form keys) and the stored data those patterns then run on. Plain data;
+JQ queries, CloudFormation templates and the objects a TemplateURL names, AllowedPattern
+expressions, form keys) and the stored data those patterns then run on. Plain data;
 tests/fuzzing.py chooses among it."""
 from __future__ import annotations
 
 import base64
 import dataclasses
 import io
+import json
 import warnings
 import zipfile
 from typing import Any
@@ -271,13 +273,197 @@ VICTIMS = ["a" * 60, '{"a": "' + "a" * 60 + '", "b": "10.0.0.1", "n": 5}', " ".j
            '{"a": ' + "[" * 900 + '"' + "a" * 60 + '"' + "]" * 900 + "}",
            '{"a": ' + '{"a": ' * 900 + "1" + "}" * 900 + "}"]
 
+# CloudFormation templates (TemplateBody, and objects in the bucket a TemplateURL names), the
+# AllowedPattern of SSM and CloudFormation parameters with the value matched against it, and ECR's
+# lifecycle policies: what costs a template reader, the intrinsic functions' resolver, a deploy or a
+# regular expression engine without end.
+
+class Refused(str):
+    """A document AWS refuses on the request itself, with a 4xx: its documented limits (500
+    resources in a template, 51,200 bytes of TemplateBody, 1 MB at a TemplateURL) and its recorded
+    "Template format error"s (YAML aliases are not allowed) by every operation that reads it; its
+    "Circular dependency between resources" by those that validate dependencies (`by`). kinesim
+    answering one with a 2xx is a failure too (fuzz_wire.is_failure): it goes on to deploy what
+    AWS never deploys."""
+    by: frozenset[str] | None = None  # the operations that refuse it (None: every one)
+
+
+def _refused(text: str, by: tuple[str, ...] | None = None) -> Refused:
+    out = Refused(text)
+    out.by = frozenset(by) if by else None
+    return out
+
+
+# What refuses a template whose resources depend on each other in a circle: CreateStack and UpdateStack
+# (ValidationError "Circular dependency between resources: [...]"), ValidateTemplate (the console's
+# "ValidateTemplate failed: Template error: resource X has missing or circular dependencies"), not
+# CreateChangeSet: its change set is FAILED with that reason (as users' `sam deploy` logs quote it).
+_DEPENDENCIES_CHECKED = ("CreateStack", "UpdateStack", "ValidateTemplate")
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()  # beside a document: this member is left out of the request (one template source only)
+
+# The bucket create_resources makes with its default prefix; TEMPLATE_OBJECTS are put there.
+TEMPLATE_BUCKET = "fuzz-bucket"
+_S3 = f"https://{TEMPLATE_BUCKET}.s3.amazonaws.com/"
+_RESOURCE = '{"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": %s}}'
+
+
+def _json_template(value: str = '"x"', **sections: str) -> str:
+    """A template of one SSM parameter whose Value is `value` (JSON text), other sections before it."""
+    head = "".join(f'"{name}": {text}, ' for name, text in sections.items())
+    return "{" + head + '"Resources": {"R": ' + _RESOURCE % value + "}}"
+
+
+def _yaml_template(value: str = "x", head: str = "") -> str:
+    """The same in YAML (`value` and `head` YAML text)."""
+    return f"{head}Resources:\n  R:\n    Type: AWS::SSM::Parameter\n    Properties:\n      Type: String\n" \
+           f"      Value: {value}\n"
+
+
+def _laughs_yaml(levels: int = 9) -> str:
+    """YAML aliases nine deep, nine to a list: 9^9 references in about 700 bytes ("billion laughs")."""
+    lines = ["Metadata:", "  l0: &a0 [" + ", ".join(["lol"] * 9) + "]"]
+    lines += [f"  l{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n" + _yaml_template(f'!Join ["", *a{levels - 1}]')
+
+
+def _nested_stack(url: str) -> str:
+    return f"Resources:\n  Child:\n    Type: AWS::CloudFormation::Stack\n    Properties:\n      TemplateURL: {url}\n"
+
+
+def _resources(count: int) -> str:
+    return "{" + ", ".join(f'"R{i}": ' + _RESOURCE % '"x"' for i in range(count)) + "}"
+
+
+_T_DEPTH, _JOINS = 3000, 1500
+_CHAIN = ", ".join(f'"C{i}": {{"Condition": "C{i + 1}"}}' for i in range(_JOINS)) + f', "C{_JOINS}": ' \
+                                                                                      '{"Fn::Equals": ["a", "a"]}'
+TEMPLATES = [
+    Refused(_laughs_yaml()),
+    Refused(_yaml_template("x", "Metadata: &a [*a]\n")),                # an alias inside its own anchor
+    Refused(_yaml_template("x", "Metadata:\n  a: &a {k: v}\n  b: {<<: [*a, *a, *a]}\n")),  # merge keys
+    _json_template(Metadata=_DEEP[0]), _json_template(Metadata=_DEEP[1]),  # JSON 3,000 deep
+    _yaml_template("x", "Metadata: " + _DEEP[0] + "\n"),                 # YAML flow, 3,000 deep
+    _yaml_template("x", "Metadata: " + "{a: " * _T_DEPTH + "1" + "}" * _T_DEPTH + "\n"),
+    _yaml_template("x", "Metadata:\n  " + "- " * _T_DEPTH + "x\n"),      # YAML block sequences, 3,000 deep
+    _yaml_template("[" * _T_DEPTH + "]" * _T_DEPTH),                      # ... where the engine resolves values
+    _yaml_template("!Join ['', [" * _JOINS + "x" + "]]" * _JOINS),       # !Join nested 1,500 deep
+    _json_template('{"Fn::Join": ["", [' * _JOINS + '"x"' + "]]}" * _JOINS),
+    _yaml_template("!If [C, " * _JOINS + "x" + ", y]" * _JOINS, "Conditions:\n  C: !Equals [a, a]\n"),
+    _yaml_template("!Select [0, [" * _JOINS + "x" + "]]" * _JOINS),
+    _yaml_template("x", "Conditions:\n  C: " + "!Not [" * _JOINS + "!Equals [a, a]" + "]" * _JOINS + "\n"),
+    # conditions naming each other 1,500 deep, and in a circle
+    '{"Conditions": {' + _CHAIN + '}, "Resources": {"R": {"Condition": "C0", ' + _RESOURCE[1:] % '"x"' + "}}",
+    '{"Conditions": {"A": {"Condition": "B"}, "B": {"Condition": "A"}}, "Resources": {"R": '
+    '{"Condition": "A", ' + _RESOURCE[1:] % '"x"' + "}}",
+    # resources referring to each other in a circle, by Ref and by DependsOn (AWS: "Circular dependency")
+    _refused('{"Resources": {"A": ' + _RESOURCE % '{"Ref": "B"}' + ', "B": ' + _RESOURCE % '{"Ref": "A"}' + "}}",
+             _DEPENDENCIES_CHECKED),
+    _refused('{"Resources": {"A": {"DependsOn": "B", ' + _RESOURCE[1:] % '"x"' + ', "B": {"DependsOn": "A", '
+             + _RESOURCE[1:] % '"x"' + "}}", _DEPENDENCIES_CHECKED),
+    Refused('{"Resources": ' + _resources(501) + "}"),                  # one past the 500 resources allowed
+    _yaml_template("!Sub '" + "${AWS::Region}" * 3000 + "'"), _yaml_template("!Sub '" + "${" * 5000 + "'"),
+    _yaml_template("!Select [99999999999999999999999, [a]]"), _yaml_template("!Select [-1, [a]]"),
+    _yaml_template("!GetAtt R." + "a." * 3000 + "a"), _yaml_template("!Ref " + "R" * 40_000),
+    # numbers past what a reader takes, keys no mapping can hold, tags that are unsafe or odd, no mapping
+    _yaml_template("1e400"), _yaml_template(".nan"), _yaml_template("9" * 5000), _json_template("NaN"),
+    _json_template('"x"', Metadata="9" * 5000), _yaml_template("x", "Metadata: {[1]: 2}\n"),
+    _yaml_template("x", "Metadata: {? {a: b}: c}\n"), _yaml_template("!!python/object/apply:os.system [true]"),
+    _yaml_template("!!binary '%%%'"), _yaml_template("x", "Metadata: !!set {a, b}\n"),
+    "[" * _T_DEPTH + "]" * _T_DEPTH, '{"Resources": ' + _DEEP[1] + "}",
+    # AWS::Include of itself, SAM over a deep Globals
+    _yaml_template("x", f"Transform: {{Name: AWS::Include, Parameters: {{Location: "
+                        f"s3://{TEMPLATE_BUCKET}/templates/include-self.yaml}}}}\n"),
+    "Transform: AWS::Serverless-2016-10-31\nGlobals:\n  Function:\n    Environment: " + _DEEP[0] + "\nResources:\n"
+    "  F:\n    Type: AWS::Serverless::Function\n    Properties: {Runtime: python3.12, Handler: a.h, InlineCode: x}\n",
+    Refused("x" * 51_201),                                              # past TemplateBody's 51,200 bytes
+]
+
+# What TemplateURL names: objects create_resources puts in the bucket, and URLs of no template.
+TEMPLATE_OBJECTS: dict[str, str | bytes] = {
+    "templates/5000-resources.json": '{"Resources": ' + _resources(5000) + "}",
+    "templates/laughs.yaml": _laughs_yaml(),
+    "templates/include-self.yaml": _yaml_template("x", f"Transform: {{Name: AWS::Include, Parameters: {{Location: "
+                                                       f"s3://{TEMPLATE_BUCKET}/templates/include-self.yaml}}}}\n"),
+    # block mappings 1,000 deep (one more space a level: half a megabyte)
+    "templates/deep-block.yaml": _yaml_template("x", "Metadata:\n" + "".join(" " * i + "a:\n" for i in range(1, 1000))
+                                                + " " * 1000 + "b\n"),
+    "templates/join-3000.json": _json_template('{"Fn::Join": ["", [' * _T_DEPTH + '"x"' + "]]}" * _T_DEPTH),
+    "templates/too-big.json": _json_template('"' + "x" * 1_000_001 + '"'),
+    "templates/not-utf8.yaml": b"\xff\xfe" + _yaml_template().encode("utf-16-le"),
+    # nested stacks that create themselves, or each other (last: see TEMPLATES)
+    "templates/self-nested.yaml": _nested_stack(_S3 + "templates/self-nested.yaml"),
+    "templates/ping.yaml": _nested_stack(_S3 + "templates/pong.yaml"),
+    "templates/pong.yaml": _nested_stack(_S3 + "templates/ping.yaml"),
+}
+_REFUSED_OBJECTS = {"templates/5000-resources.json", "templates/laughs.yaml", "templates/too-big.json"}
+TEMPLATE_URLS = [
+    _S3 + "templates/missing.yaml", f"s3://{TEMPLATE_BUCKET}/templates/self-nested.yaml", "file:///etc/passwd",
+    "http://[::1/b/k", "https://", "http://%ff/b/k", _S3 + "%2e%2e/%2e%2e/etc/passwd", _S3 + "templates/%ff%fe",
+    "http://169.254.169.254/latest/meta-data/", "https://" + "a" * 5000 + "/k",
+    f"https://s3.amazonaws.com/{TEMPLATE_BUCKET}/" + "x/" * 2000,
+] + [_refused(_S3 + key) if key in _REFUSED_OBJECTS else _S3 + key for key in TEMPLATE_OBJECTS]
+
+# Java regular expressions (AllowedPattern) that backtrack without end on PATTERN_VICTIM, explode when
+# compiled, need a backtracking engine (look-around, back references, possessive quantifiers), or
+# are not expressions at all.
+PATTERN_VICTIM = "a" * 34 + "b"
+JAVA_PATTERNS = ["(a+)+$", "(a|aa)+$", "(a|a)*$", "(.*a){20}$", "(a*)*$", "(?i)(A+)+$", "^(a+)+$",
+                 "(?=(a+)+$)a*b", "(a+)+\\1$", "(a++)+$", "((((a{1000}){1000}){1000}){1000})", "a{1000000}",
+                 "(" * 300 + "a*" + ")*" * 300, "(?:" * 200 + "a" + ")" * 200, "\\p{Alpha}+", "[", "(", "*a",
+                 "a{2,1}", "\\", "(?<n>a)\\k<m>", "[\\x{110000}]", "\ud800", "", "a" * 1025]
+PATTERN_TEMPLATES = [_json_template('{"Ref": "P"}', Parameters='{"P": {"Type": "String", "Default": "a", '
+                                                                '"AllowedPattern": ' + json.dumps(p) + "}}")
+                     for p in JAVA_PATTERNS]
+# ... and without a value given, the default is what is matched.
+TEMPLATES += [_json_template('{"Ref": "P"}', Parameters='{"P": {"Type": "String", "Default": "' + PATTERN_VICTIM
+                                                        + '", "AllowedPattern": ' + json.dumps(p) + "}}")
+              for p in ("(a+)+$", "(?=(a+)+$)a*b")]
+# ... and last (a stack created from it nests itself until the account's stack quota, which then
+# refuses new stacks to what follows), a nested stack that is its own child.
+TEMPLATES.append(_nested_stack(_S3 + "templates/self-nested.yaml"))
+
+# ECR lifecycle policies: rules by the hundred, deep selections, tag patterns that backtrack.
+_RULE = '{"rulePriority": %s, "selection": %s, "action": {"type": "expire"}}'
+_SELECTION = '{"tagStatus": "tagged", "tagPatternList": ["%s"], "countType": "imageCountMoreThan", "countNumber": 1}'
+_SINCE = '{"tagStatus": "any", "countType": "sinceImagePushed", "countNumber": %s, "countUnit": "days"}'
+LIFECYCLE_POLICIES = POLICIES + _under("rules") + ['{"rules": [' + rules + "]}" for rules in [
+    ", ".join(_RULE % (i, _SELECTION % "a*") for i in range(150)), _RULE % ("1e400", _SELECTION % "a*"),
+    _RULE % ("1", _DEEP[1]), _RULE % ("1", _SELECTION % _STARS), _RULE % ("1", _SELECTION % ("*" * 3000)),
+    _RULE % ("-1", _SINCE % ("9" * 400)), "null, 1, \"x\""]] + ['{"rules": {}}']
+
 # Where the documents above go: members by name (string or blob: records and payloads that
-# event source mappings, channels and Firehose parse as JSON) ...
+# event source mappings, channels and Firehose parse as JSON; STS's session Policy, SSM's parameter
+# policies and documents, CloudFormation's templates and stack policies, ECR's policies) ...
 DOCUMENT_MEMBERS: dict[str, list[str]] = {
     "Policy": POLICIES, "policyDocument": POLICIES, "accessPolicy": POLICIES, "deliveryDestinationPolicy": POLICIES,
     "Pattern": EVENT_PATTERNS, "filterPattern": FILTER_PATTERNS, "logEventFilterPattern": FILTER_PATTERNS,
     "Data": DOCUMENTS, "Payload": DOCUMENTS, "InvokeArgs": DOCUMENTS,
+    "TemplateBody": TEMPLATES, "ExecutionRoleTemplateBody": TEMPLATES, "StackPolicyBody": POLICIES,
+    "StackPolicyDuringUpdateBody": POLICIES, "Policies": POLICIES, "Content": DOCUMENTS,
+    "policyText": POLICIES, "repositoryPolicy": POLICIES,
+    "lifecyclePolicyText": LIFECYCLE_POLICIES, "lifecyclePolicy": LIFECYCLE_POLICIES,
 }
+# ... members whose reader needs a neighbour set beside them, by name: (values, {neighbour: value});
+# ABSENT leaves a neighbour out (a template is read from one source only) ...
+MEMBER_COMPANIONS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
+    # an SSM parameter's pattern, matched against the value put (on a parameter of its own, which may
+    # exist: Overwrite)
+    "AllowedPattern": [(JAVA_PATTERNS, {"Name": "/fuzz/patterned", "Value": PATTERN_VICTIM, "Type": "String",
+                                        "Overwrite": True})],
+    # a template's parameter patterns, matched against the value given for it
+    "TemplateBody": [(PATTERN_TEMPLATES, {"Parameters": [{"ParameterKey": "P", "ParameterValue": PATTERN_VICTIM}]})],
+    "TemplateURL": [(TEMPLATE_URLS, {"TemplateBody": ABSENT})],
+}
+# ... with, for operations that read one of several sources, the members they then go without
+# (GetTemplateSummary summarises a stack it is named instead of the template it is given) ...
+DOCUMENT_ALONE: dict[str, tuple[str, ...]] = {"GetTemplateSummary": ("StackName",)}
 # ... entries of SQS queue and SNS topic and subscription attribute maps, by key (with a FilterPolicy
 # also on the message body: its scope set beside it) ...
 DOCUMENT_ATTRIBUTES: dict[str, list[str]] = {

@@ -1,8 +1,9 @@
 """The fuzzer's wire: requests encoded as the SDKs put them on the wire, from botocore's models,
 and one keep-alive HTTP connection to send them on.
 
-- JSON 1.1 (Kinesis, Firehose): `POST /`, `X-Amz-Target: <prefix>.<Operation>`; Kinesis also in
-  CBOR 1.1 (`application/x-amz-cbor-1.1`, the Java SDKs' default).
+- JSON 1.1 (Kinesis, Firehose, SQS, Logs, SSM, ECR): `POST /`, `X-Amz-Target: <prefix>.<Operation>`;
+  Kinesis also in CBOR 1.1 (`application/x-amz-cbor-1.1`, the Java SDKs' default).
+- The query protocol (SNS, CloudFormation, STS): a form POST (tests/fuzzing.py `QueryOperation`).
 - REST-JSON (Lambda) and REST-XML (S3, path style): the model's method and `requestUri`, each member
   where its `location` says (URI label, query string, header, header prefix, body or payload).
 - A SigV4-shaped `Authorization` header whose credential scope names the service, and
@@ -21,6 +22,7 @@ import re
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
+from xml.etree import ElementTree
 
 import cbor2
 
@@ -136,6 +138,7 @@ class Request:
     path: str                   # with its query string, ready for the request line
     headers: dict[str, str]
     body: bytes
+    refused: bool = False       # AWS refuses it on the request (a 4xx): a 2xx is a failure too
 
     def __repr__(self) -> str:
         return f"<Request {self.describe(100)}>"
@@ -271,13 +274,32 @@ class Outcome:
         return self.error or repr(self.body[:limit])
 
 
+# The query protocol's services: each of their answers is an XML document that kinesim writes, which
+# an SDK must be able to read (S3's REST-XML answers also carry objects' bytes as they were stored).
+QUERY_SERVICES = frozenset(("sns", "cloudformation", "sts"))
+
+
 def is_failure(req: Request, outcome: Outcome) -> bool:
     """No answer, or a 5xx other than 501 and AWS's own 500s. 501 is HTTP's "not implemented",
     kinesim's deliberate answer to what it lacks (S3's `NotImplemented` sub-resources, Lambda's
-    `NotImplementedException` operations), as AWS answers 501 to a feature it does not have."""
+    `NotImplementedException` operations), as AWS answers 501 to a feature it does not have.
+    And a 2xx to a request AWS refuses (`Request.refused`: a template past its limits), or an
+    answer of the query protocol that is no XML document (an SDK reads neither result nor error)."""
     if outcome.status is None:
         return True
+    if req.refused and outcome.status < 300:
+        return True
+    if req.service in QUERY_SERVICES and outcome.body.startswith(b"<?xml") and not _well_formed(outcome.body):
+        return True
     return outcome.status >= 500 and outcome.status != 501 and not aws_answers_500(req, outcome)
+
+
+def _well_formed(body: bytes) -> bool:
+    try:
+        ElementTree.fromstring(body)
+    except ElementTree.ParseError:
+        return False
+    return True
 
 
 _SMALL_SEQUENCE, _VERSION_0_END = 1 << 124, 1 << 129

@@ -1,16 +1,18 @@
 """Fuzzed requests for kinesim's services, generated from botocore's service models.
 
-For every operation of Kinesis and Firehose (JSON 1.1; Kinesis also CBOR 1.1), SQS and CloudWatch
-Logs (JSON), Lambda (REST-JSON), S3 (REST-XML, path style) and SNS (query), `Fuzzer` makes a
-valid-ish request and breaks it: each required member missing, members of the wrong type or out
-of range (huge and special numbers, deep nesting, long and non-ASCII text, invalid base64, bad
-timestamps), values inside structures and lists replaced the same way, garbage bodies, wrong
-content types and odd envelopes (query strings, headers, methods, targets, credentials). Text
-that a service parses further gets what breaks that parser: JSON documents in string members
-(policies, filter policies, event patterns, json messages) nested 3,000 deep, huge or malformed;
-filter patterns that backtrack; JQ queries without end; SNS form keys with thousands of dots
-(`document_cases`, `form_cases`). A server must answer each with a 2xx or 4xx, never a crash
-(tests/fuzz_wire.py `is_failure`).
+For every operation of Kinesis and Firehose (JSON 1.1; Kinesis also CBOR 1.1), SQS, CloudWatch
+Logs, SSM and ECR (JSON), Lambda (REST-JSON), S3 (REST-XML, path style), SNS, CloudFormation and
+STS (query), `Fuzzer` makes a valid-ish request and breaks it: each required member missing,
+members of the wrong type or out of range (huge and special numbers, deep nesting, long and
+non-ASCII text, invalid base64, bad timestamps), values inside structures and lists replaced the
+same way, garbage bodies, wrong content types and odd envelopes (query strings, headers, methods,
+targets, credentials). Text that a service parses further gets what breaks that parser: JSON
+documents in string members (policies, filter policies, event patterns, json messages, session
+policies, ECR's policies) nested 3,000 deep, huge or malformed; filter patterns that backtrack; JQ
+queries without end; CloudFormation templates that bomb (in TemplateBody, and at a TemplateURL);
+AllowedPattern expressions with the value that makes them backtrack; query-protocol form keys with
+thousands of dots (`document_cases`, `form_cases`). A server must answer each with a 2xx or 4xx,
+never a crash, and refuse what AWS refuses on the request (tests/fuzz_wire.py `is_failure`).
 
 Names are filled from pools of real resources (`create_resources`) so that fuzzed requests
 reach past "not found". Chance comes only from the `random.Random` handed in: a seed gives the
@@ -25,6 +27,8 @@ import io
 import random
 import re
 import subprocess
+import sys
+import time
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,8 +46,15 @@ from fuzz_wire import (CONTENT_TYPES, DATE, Operation, Outcome, Request, authori
 from kinesim.config import Settings
 from kinesim.server import ServerProcess, wait_ready
 
-SERVICES = ("kinesis", "firehose", "lambda", "s3", "sns", "sqs", "logs")
+SERVICES = ("kinesis", "firehose", "lambda", "s3", "sns", "sqs", "logs", "cloudformation", "sts", "ssm", "ecr")
 HANDLER = "def handler(event, context):\n    return event\n"
+# The fuzzed server's limits. A nested stack that creates itself grows until the account's stack
+# quota: a small one ends such a chain in a few stacks (AWS's 2,000 would be minutes of deploys beside
+# the fuzzing), above the twenty or so a sweep creates otherwise. Its address space about six times
+# what a sweep takes (700 MB): a bomb that expands meets MemoryError in the server, not the
+# machine's OOM killer (which may pick any process).
+STACK_LIMIT = 40
+MEMORY_LIMIT = 4 << 30
 ROLE = "arn:aws:iam::000000000000:role/fuzz"
 _DESTRUCTIVE = ("Abort", "Delete", "Deregister", "Remove")
 
@@ -51,7 +62,8 @@ _DESTRUCTIVE = ("Abort", "Delete", "Deregister", "Remove")
 class Fuzzer:
     """Request generators for every operation of `services`, filling names from `pools`: sets of
     real resources that belong together (member name -> the values naming them, e.g. a stream's
-    name and ARN), one set per request so that its names agree."""
+    name and ARN), one set per request so that its names agree. A name `service:member` is that
+    service's only (SSM's `Name` is a parameter's, SNS's a topic's): see `names_for`."""
 
     def __init__(self, pools: list[dict[str, list[Any]]] | None = None, services: tuple[str, ...] = SERVICES):
         session = botocore.session.get_session()
@@ -114,15 +126,23 @@ class Fuzzer:
         `names`, else from a pool picked at random."""
         if op.input is None:
             return {}
-        names = names or rng.choice(self.pools)
+        names = self.names_for(op, names or rng.choice(self.pools))
         params = self.valid(op.input, "", rng, names, rich, real)
         for member in self.pooled(op):
             if member not in params and rng.random() < 0.85:
                 params[member] = rng.choice(names[member])
         return params
 
+    @staticmethod
+    def names_for(op: Operation, names: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """A pool's names as `op` sees them: its service's own (`ssm:Name`) over the shared ones."""
+        prefix = op.service + ":"
+        own = {key[len(prefix):]: values for key, values in names.items() if key.startswith(prefix)}
+        return {**names, **own} if own else names
+
     def pooled(self, op: Operation) -> list[str]:
-        return [m for m in op.members if m in self.pools[0] and m not in op.required]
+        names = self.names_for(op, self.pools[0])
+        return [m for m in op.members if m in names and m not in op.required]
 
     def hostile(self, shape: Any, where: str, rng: random.Random, every: bool = False, member: Any = "") -> list[Any]:
         """Wrong values for a `member` of `shape` written `where` ("json", "cbor", "xml" or
@@ -260,7 +280,7 @@ class Fuzzer:
             # kinds of destination, each with processors, reach the same parser).
             chosen, kinds = [], set()
             for slot in slots:
-                kind = (slot.path[-1], tuple(slot.beside.items()))
+                kind = (slot.path[-1], repr(sorted(slot.beside.items(), key=lambda item: item[0])))
                 chosen += [(slot, value) for value in slot.values] if kind not in kinds else [
                     (slot, rng.choice(slot.values))]
                 kinds.add(kind)
@@ -269,12 +289,17 @@ class Fuzzer:
             chosen = [(slot, rng.choice(slot.values))]
         out = []
         for slot, value in chosen:
-            names = {**rng.choice(self.pools), **v.DOCUMENT_CONTEXT}
+            names = self.names_for(op, {**rng.choice(self.pools), **v.DOCUMENT_CONTEXT})
             # A create operation gets made-up names half the time: it then makes something new.
             real = 0.5 if op.name.startswith("Create") else 1.0
             params = copy.deepcopy(self.base(op, rng, real=real, names=names))
+            for member in v.DOCUMENT_ALONE.get(op.name, ()):
+                params.pop(member, None)
             self._place(op, params, slot, value, rng, names)
-            out.append(op.request(params, f"document {'.'.join(map(str, slot.path))}/{fmt}", fmt))
+            # What AWS refuses on the request itself must not be accepted (fuzz_wire.is_failure).
+            refused = isinstance(value, v.Refused) and (value.by is None or op.name in value.by)
+            case = f"document {'.'.join(map(str, slot.path))}{' (AWS refuses)' if refused else ''}/{fmt}"
+            out.append(dataclasses.replace(op.request(params, case, fmt), refused=refused))
         return out
 
     def _place(self, op: Operation, params: dict[str, Any], slot: "DocumentSlot", value: str,
@@ -300,6 +325,8 @@ class Fuzzer:
                             container[step][member] = copy.deepcopy(rng.choice(names[member]))
             container = container[step]
         container.update(slot.beside)
+        for member in [m for m, given in slot.beside.items() if given is v.ABSENT]:
+            del container[member]
         container[slot.path[-1]] = value.encode("utf-8", "surrogatepass") if slot.blob else value
 
     def form_cases(self, op: Operation, rng: random.Random, every: bool = False) -> list[Request]:
@@ -442,7 +469,8 @@ class DocumentSlot:
     path: tuple[str | int, ...]     # member names, 0 for a list's item, an attribute map's key last
     values: list[str]               # what breaks its parser
     blob: bool = False              # sent as bytes (record data, a payload)
-    beside: dict[str, str] = dataclasses.field(default_factory=dict)  # set next to it: the pair's selector
+    # set next to it: the pair's selector, or what its reader needs (v.ABSENT: left out)
+    beside: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _document_slots(shape: Any, path: tuple[str | int, ...] = (), seen: frozenset[str] = frozenset()
@@ -455,11 +483,14 @@ def _document_slots(shape: Any, path: tuple[str | int, ...] = (), seen: frozense
     out = []
     for name, member in shape.members.items():
         here = path + (name,)
-        if name in v.DOCUMENT_MEMBERS and member.type_name in ("string", "blob"):
-            limit = member.metadata.get("max")
-            # As deep as the member's maximum length allows, besides the 3,000 levels it refuses.
-            fitted = v.deep_documents(limit=limit) if limit and limit < 2 * v.DOC_DEPTH else []
-            out.append(DocumentSlot(here, v.DOCUMENT_MEMBERS[name] + fitted, member.type_name == "blob"))
+        text = member.type_name in ("string", "blob")
+        if text and (name in v.DOCUMENT_MEMBERS or name in v.MEMBER_COMPANIONS):
+            if name in v.DOCUMENT_MEMBERS:
+                limit = member.metadata.get("max")
+                # As deep as the member's maximum length allows, besides the 3,000 levels it refuses.
+                fitted = v.deep_documents(limit=limit) if limit and limit < 2 * v.DOC_DEPTH else []
+                out.append(DocumentSlot(here, v.DOCUMENT_MEMBERS[name] + fitted, member.type_name == "blob"))
+            out += [DocumentSlot(here, values, beside=beside) for values, beside in v.MEMBER_COMPANIONS.get(name, [])]
         elif v.DOCUMENT_PAIRS.get(shape.name, ("",))[0] == name:
             _, by_selector, target = v.DOCUMENT_PAIRS[shape.name]
             out += [DocumentSlot(path + (target,), values, beside={name: selector})
@@ -479,16 +510,29 @@ def _document_slots(shape: Any, path: tuple[str | int, ...] = (), seen: frozense
 TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t].*\n|\n)*?(\S[^\n]*)", re.MULTILINE)
 
 
-class LoggedServer(ServerProcess):
-    """`kinesim serve` with its output in a file, so that a 5xx's traceback can be read after it."""
+# Runs a command under an address-space limit (set before exec: a preexec_fn is unsafe in a
+# process with threads, as a test runner may be).
+_LIMITED = "import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (n, n)); " \
+           "os.execv(sys.argv[2], sys.argv[2:])"
 
-    def __init__(self, settings: Settings, log_path: Path):
+
+class LoggedServer(ServerProcess):
+    """`kinesim serve` with its output in a file, so that a 5xx's traceback can be read after it.
+    `memory_limit` (bytes of address space): a request that would take the machine's memory (a
+    template bomb expanded) meets MemoryError in the server instead of the kernel's OOM killer,
+    which may pick any process of the machine."""
+
+    def __init__(self, settings: Settings, log_path: Path, memory_limit: int | None = None):
         super().__init__(settings)
         self.log_path = log_path
+        self.memory_limit = memory_limit
 
     def start(self, timeout: float = 60.0) -> "LoggedServer":
+        command = self.command()
+        if self.memory_limit is not None:
+            command = [sys.executable, "-c", _LIMITED, str(self.memory_limit), *command]
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wait_ready(self.url, timeout, self.proc)
         return self
 
@@ -608,12 +652,103 @@ def _log_names(logs: Any, group: str, function: str) -> dict[str, list[Any]]:
             "logGroupNamePrefix": ["/fuzz"]}
 
 
+def stack_template(export: str, value: str = "fuzz") -> str:
+    """The fuzzed stacks' template: an SSM parameter (cheap to make) whose value a parameter with an
+    AllowedPattern gives, and an export of its name."""
+    return (f"Parameters:\n  Value: {{Type: String, Default: {value}, AllowedPattern: '[a-z0-9]*'}}\n"
+            "Resources:\n  Param:\n    Type: AWS::SSM::Parameter\n    Properties: {Type: String, Value: !Ref Value}\n"
+            f"Outputs:\n  Name:\n    Value: !Ref Param\n    Export: {{Name: {export}}}\n")
+
+
+def _settled(describe: Callable[[], str]) -> str:
+    """The status `describe` reads once it is no longer in progress or pending, whatever it ends as
+    (a stack or change set that an earlier run left failed still names something)."""
+    for _ in range(300):
+        status = describe()
+        if not status.endswith(("_IN_PROGRESS", "_PENDING")):
+            break
+        time.sleep(0.2)
+    return status
+
+
+def _stack_names(cfn: Any, s3: Any, prefix: str, bucket: str) -> dict[str, list[Any]]:
+    """A stack exporting a value, a second one importing it (so that ListImports has an answer and
+    deleting the first fails as AWS's does), a change set waiting on the first, each made unless it
+    exists; the templates that TemplateURL documents name, in the bucket."""
+    for key, body in v.TEMPLATE_OBJECTS.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    stack, importer, export, change_set = (f"{prefix}-stack", f"{prefix}-importer", f"{prefix}-export",
+                                           f"{prefix}-changes")
+
+    def status(name: str) -> str:
+        return cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
+
+    _quietly(cfn.create_stack, StackName=stack, TemplateBody=stack_template(export))
+    _settled(lambda: status(stack))
+    _quietly(cfn.create_stack, StackName=importer, TemplateBody=(
+        "Resources:\n  Param:\n    Type: AWS::SSM::Parameter\n"
+        f"    Properties: {{Type: String, Value: !ImportValue {export}}}\n"))
+    _settled(lambda: status(importer))
+    _quietly(cfn.create_change_set, StackName=stack, ChangeSetName=change_set,
+             TemplateBody=stack_template(export, "changed"))
+    # (Gone when an earlier run deleted or executed it and the stack cannot take another now.)
+    _settled(lambda: _quietly(cfn.describe_change_set, StackName=stack, ChangeSetName=change_set).get("Status", ""))
+    found = _quietly(cfn.describe_change_set, StackName=stack, ChangeSetName=change_set)
+    stack_id = cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackId"]
+    physical = _quietly(cfn.describe_stack_resource, StackName=stack, LogicalResourceId="Param").get(
+        "StackResourceDetail", {}).get("PhysicalResourceId")
+    return {"cloudformation:StackName": [stack, stack_id],
+            "cloudformation:ChangeSetName": [change_set, *([found["ChangeSetId"]] if found else [])],
+            "cloudformation:LogicalResourceId": ["Param"], "cloudformation:PhysicalResourceId": [physical or stack_id],
+            "cloudformation:ExportName": [export], "cloudformation:TemplateBody": [stack_template(export)]}
+
+
+def _parameter_names(ssm: Any, prefix: str) -> dict[str, list[Any]]:
+    """An SSM parameter with versions, a label on the latest and a tag (made again if it exists).
+    Overwrite in the pool: a fuzzed PutParameter of it gets past "already exists"."""
+    name = f"/{prefix}/param"
+    _quietly(ssm.put_parameter, Name=name, Value="fuzz", Type="String", Overwrite=True)
+    version = ssm.get_parameter(Name=name)["Parameter"]["Version"]
+    # The latest: a label on the oldest of 100 versions refuses the next one (after a long run).
+    ssm.label_parameter_version(Name=name, ParameterVersion=version, Labels=[f"{prefix}-label"])
+    ssm.add_tags_to_resource(ResourceType="Parameter", ResourceId=name, Tags=[{"Key": "fuzz", "Value": "1"}])
+    arn = ssm.get_parameter(Name=name)["Parameter"]["ARN"]
+    return {"ssm:Name": [name, arn, f"{name}:{version}", f"{name}:{prefix}-label"], "ssm:Names": [[name, arn]],
+            "ssm:Path": [f"/{prefix}"], "ssm:ResourceId": [name], "ssm:ResourceType": ["Parameter"],
+            "ssm:ParameterVersion": [version], "ssm:Labels": [[f"{prefix}-label"]], "ssm:Overwrite": [True]}
+
+
+LIFECYCLE_POLICY = ('{"rules": [{"rulePriority": 1, "selection": {"tagStatus": "untagged", "countType": '
+                    '"imageCountMoreThan", "countNumber": 5}, "action": {"type": "expire"}}]}')
+REPOSITORY_POLICY = ('{"Version": "2012-10-17", "Statement": [{"Sid": "fuzz", "Effect": "Allow", "Principal": "*", '
+                     '"Action": ["ecr:BatchGetImage"]}]}')
+
+
+def _repository_names(ecr: Any, name: str) -> dict[str, list[Any]]:
+    """An ECR repository with a lifecycle policy, a repository policy and a tag, made unless it exists."""
+    _quietly(ecr.create_repository, repositoryName=name, tags=[{"Key": "fuzz", "Value": "1"}])
+    ecr.put_lifecycle_policy(repositoryName=name, lifecyclePolicyText=LIFECYCLE_POLICY)
+    ecr.set_repository_policy(repositoryName=name, policyText=REPOSITORY_POLICY)
+    repository = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]
+    return {"ecr:repositoryName": [name], "ecr:repositoryNames": [[name]], "ecr:registryId": [repository["registryId"]],
+            "ecr:resourceArn": [repository["repositoryArn"]], "ecr:lifecyclePolicyText": [LIFECYCLE_POLICY],
+            "ecr:policyText": [REPOSITORY_POLICY]}
+
+
+def _sts_names(sts: Any, session: str) -> dict[str, list[Any]]:
+    """A role's session credentials, for GetAccessKeyInfo to look up."""
+    key = sts.assume_role(RoleArn=ROLE, RoleSessionName=session)["Credentials"]["AccessKeyId"]
+    return {"sts:RoleArn": [ROLE], "sts:RoleSessionName": [session], "sts:AccessKeyId": [key]}
+
+
 def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]]]:
     """Two streams, provisioned and on-demand (some operations take only one kind), each with a
     consumer and a record; a bucket with an object and an open multipart upload; a Kinesis channel
-    from the on-demand stream into it; a delivery stream
-    into it; a function with a mapping from the first stream. Each is created unless it exists.
-    The pools for `Fuzzer`: one set of names per stream, the rest shared."""
+    from the on-demand stream into it; a delivery stream into it; a function with a mapping from
+    the first stream; queues, a log group, a topic; CloudFormation stacks and a change set (and the
+    templates TemplateURL documents name, in the bucket); an SSM parameter; an ECR repository; role
+    session credentials. Each is created unless it exists. The pools for `Fuzzer`: one set of names
+    per stream, the rest shared."""
     kinesis, firehose, s3, lam = (client(url, s) for s in ("kinesis", "firehose", "s3", "lambda"))
     bucket, key, delivery, function = f"{prefix}-bucket", f"{prefix}-key", f"{prefix}-delivery", f"{prefix}-fn"
     streams = [_stream_names(kinesis, f"{prefix}-stream", f"{prefix}-consumer", ShardCount=2),
@@ -651,5 +786,8 @@ def create_resources(url: str, prefix: str = "fuzz") -> list[dict[str, list[Any]
         "Runtime": ["python3.12"], "ZipFile": [function_zip()], "UUID": [mapping], "Resource": [function_arn],
         "Bucket": [bucket], "Key": [key], "UploadId": [upload], "CopySource": [f"{bucket}/{key}"],
         "S3Bucket": [bucket], "S3Key": [key], **queues, **kinesis_queue, **log_names,
+        **_stack_names(client(url, "cloudformation"), s3, prefix, bucket),
+        **_parameter_names(client(url, "ssm"), prefix), **_repository_names(client(url, "ecr"), f"{prefix}-repo"),
+        **_sts_names(client(url, "sts"), f"{prefix}-session"),
     }
     return [{**shared, **names} for names in streams]

@@ -759,3 +759,12 @@ def test_raw_requests_are_answered_in_xml(server):
     status, text = post(server.url, "Action=DescribeStacks&Version=2010-05-15&StackName=nope-" + uuid.uuid4().hex[:6])
     assert status == 400 and "does not exist</Message>" in text
     assert 'xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"' in text
+
+
+def test_an_answer_quoting_what_xml_cannot_carry_is_still_xml(server, cfn):
+    # The message quotes the stack name: with a NUL or an escape character in it the answer was no
+    # XML document, and boto3 read no error ("Unable to parse response"). Such characters are
+    # answered as U+FFFD, as kinesim's S3 answers them in keys.
+    for name, shown in (("no\x00such", "no\ufffdsuch"), ("no\x1bsuch\ufffe", "no\ufffdsuch\ufffd")):
+        assert error_of(cfn.describe_stacks, StackName=name) == (
+            "ValidationError", f"Stack with id {shown} does not exist", 400)

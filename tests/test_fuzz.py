@@ -1,10 +1,16 @@
-"""Every operation of Kinesis (queues and channels too), Firehose, Lambda, S3, SNS, SQS and
-CloudWatch Logs, fuzzed from botocore's models (tests/fuzzing.py): wrong types, missing members,
-garbage bodies, wrong content types, odd envelopes, hostile documents and patterns (3,000-deep,
-huge and malformed JSON in policies, filter policies and event patterns; backtracking filter
-patterns; endless JQ queries) and SNS form keys with thousands of dots get a 2xx or 4xx answer,
-never a 5xx (501 "not implemented" and the one 500 Kinesis itself answers aside:
-fuzz_wire.is_failure), and the server stays up with its data intact.
+"""Every operation of Kinesis (queues and channels too), Firehose, Lambda, S3, SNS, SQS, CloudWatch
+Logs, CloudFormation, STS, SSM and ECR, fuzzed from botocore's models (tests/fuzzing.py): wrong
+types, missing members, garbage bodies, wrong content types, odd envelopes, hostile documents and
+patterns (3,000-deep, huge and malformed JSON in policies, filter policies, event patterns, session
+policies and ECR's lifecycle and repository policies; backtracking filter patterns; endless JQ
+queries), CloudFormation templates that bomb (YAML alias chains, 3,000-deep JSON and YAML, `!Join`
+nested 1,500 deep, conditions and resources in circles, 5,000 resources at a TemplateURL, nested
+stacks that name themselves), AllowedPattern expressions that backtrack or explode (SSM's
+PutParameter, a template's parameters) against the value that makes them, and query-protocol
+(SNS, CloudFormation, STS) form keys with thousands of dots get a 2xx or 4xx answer, never a 5xx
+(501 "not implemented" and the one 500 Kinesis itself answers aside), nor a 2xx to what AWS refuses
+on the request, nor an answer of the query protocol that no SDK can read (fuzz_wire.is_failure);
+every request has a timeout, and no answer is a failure. The server stays up with its data intact.
 
 A longer random run is `bench/fuzz.py`. KINESIM_FUZZ_SEED picks another seed for this sweep.
 """
@@ -24,7 +30,8 @@ import pytest
 
 from conftest import client_for
 from fuzz_wire import Connection, Outcome, Request, is_failure
-from fuzzing import TRACEBACK, Fuzzer, LoggedServer, create_resources
+from fuzzing import (MEMORY_LIMIT, STACK_LIMIT, TRACEBACK, Fuzzer, LoggedServer, QueryOperation, create_resources,
+                     stack_template)
 from kinesim.config import Settings
 from kinesim.server import free_port
 from test_raw_http import AUTH
@@ -36,10 +43,11 @@ SEED = int(os.environ.get("KINESIM_FUZZ_SEED", "9"))
 def fuzz_server(tmp_path_factory):
     # A SubscribeToShard that the fuzzer gets right streams for a second, not AWS's 5 minutes.
     # Its log in a file: what failed in the background (a poller, a delivery) shows only there.
+    # Stacks and memory limited (fuzzing.STACK_LIMIT, MEMORY_LIMIT): self-nesting stacks and bombs.
     work = tmp_path_factory.mktemp("fuzz")
     settings = Settings(port=free_port(), data_dir=str(work / "data"), create_stream_ms=0, delete_stream_ms=0,
-                        update_stream_ms=0, log_level="warning", subscription_s=1.0)
-    proc = LoggedServer(settings, work / "server.log").start()
+                        update_stream_ms=0, log_level="warning", subscription_s=1.0, stack_limit=STACK_LIMIT)
+    proc = LoggedServer(settings, work / "server.log", memory_limit=MEMORY_LIMIT).start()
     yield proc
     proc.stop()
 
@@ -54,7 +62,8 @@ def _answers(url: str) -> bool:
 
 def _report(failures: list[tuple[Request, Outcome]], limit: int = 60) -> str:
     by_op = collections.Counter(f"{req.service}.{req.operation}" for req, _ in failures)
-    lines = [f"{len(failures)} requests got a 5xx or no answer; by operation: {dict(by_op)}"]
+    lines = [f"{len(failures)} requests got a 5xx, no answer, a 2xx where AWS refuses or an answer that is no XML "
+             f"document; by operation: {dict(by_op)}"]
     for req, out in failures[:limit]:
         lines.append(f"  {out.status} <- {req.describe(200)}\n      answer: {out.excerpt(300)}")
     return "\n".join(lines)
@@ -67,6 +76,11 @@ def test_every_operation_answers_fuzzed_requests_without_5xx(fuzz_server):
     witness = "witness-" + uuid.uuid4().hex[:12]
     kinesis.create_stream(StreamName=witness, ShardCount=1)
     acked = kinesis.put_record(StreamName=witness, Data=b"acknowledged", PartitionKey="pk")
+    ssm, ecr, cfn = client_for(url, "ssm"), client_for(url, "ecr"), client_for(url, "cloudformation")
+    ssm.put_parameter(Name=f"/{witness}/kept", Value="acknowledged", Type="String")
+    ecr.create_repository(repositoryName=witness)
+    cfn.create_stack(StackName=witness, TemplateBody=stack_template(f"{witness}-export"))
+    cfn.get_waiter("stack_create_complete").wait(StackName=witness, WaiterConfig={"Delay": 0.2, "MaxAttempts": 300})
 
     fuzzer = Fuzzer(create_resources(url))
     conn = Connection(url, timeout=30)
@@ -102,11 +116,16 @@ def test_every_operation_answers_fuzzed_requests_without_5xx(fuzz_server):
     # ... and every operation that takes a document, a pattern or a form, its hostile ones; those
     # tables still find the documents in the models (a renamed member would drop them silently).
     assert documents == {op for op, slots in fuzzer.documents.items() if slots} | {
-        ("sns", op.name) for op in fuzzer.operations["sns"]}
+        (op.service, op.name) for ops in fuzzer.operations.values() for op in ops if isinstance(op, QueryOperation)}
     assert {("sqs", "CreateQueue"), ("sqs", "SetQueueAttributes"), ("sns", "Subscribe"), ("sns", "Publish"),
             ("sns", "SetSubscriptionAttributes"), ("lambda", "UpdateEventSourceMapping"),
             ("firehose", "CreateDeliveryStream"), ("kinesis", "PutResourcePolicy"), ("kinesis", "PutRecords"),
-            ("logs", "FilterLogEvents")} <= documents
+            ("logs", "FilterLogEvents"), ("sts", "AssumeRole"), ("ssm", "PutParameter"),
+            ("ecr", "PutLifecyclePolicy"), ("ecr", "SetRepositoryPolicy")} <= documents
+    templates = {op: {slot.path[-1] for slot in slots} for op, slots in fuzzer.documents.items()}
+    for name in ("CreateStack", "UpdateStack", "CreateChangeSet", "ValidateTemplate", "GetTemplateSummary"):
+        assert {"TemplateBody", "TemplateURL"} <= templates["cloudformation", name]
+    assert "AllowedPattern" in templates["ssm", "PutParameter"]
     # The server is unharmed: it answers, and what it acknowledged is still there.
     with urllib.request.urlopen(url + "/_kinesim/health", timeout=30) as r:
         assert r.status == 200 and json.loads(r.read())["status"] == "running"
@@ -116,6 +135,9 @@ def test_every_operation_answers_fuzzed_requests_without_5xx(fuzz_server):
                                     StartingSequenceNumber=acked["SequenceNumber"])["ShardIterator"]
     records = kinesis.get_records(ShardIterator=it)["Records"]
     assert [(r["SequenceNumber"], r["Data"]) for r in records[:1]] == [(acked["SequenceNumber"], b"acknowledged")]
+    assert ssm.get_parameter(Name=f"/{witness}/kept")["Parameter"]["Value"] == "acknowledged"
+    assert ecr.describe_repositories(repositoryNames=[witness])["repositories"][0]["repositoryName"] == witness
+    assert cfn.describe_stacks(StackName=witness)["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
     if failures:
         pytest.fail(_report(failures), pytrace=False)
     # Nor did anything fail where no request was answered: pollers, deliveries, readers.

@@ -207,3 +207,8 @@ def test_a_backtracking_cloudformation_allowed_pattern_holds_nothing(own_server)
     assert e.value.response["Error"] == {"Type": "Sender", "Code": "ValidationError",
                                          "Message": f"Parameter 'Name' must match pattern {BACKTRACKING}"}
     probe.assert_healthy()
+
+
+def test_a_pattern_re2_cannot_encode_is_matched_by_the_child():
+    # A lone surrogate (a JSON escape can carry one) is no UTF-8: RE2 cannot take it (was a 500).
+    assert java_regex.full_matcher("a\ud800?")("a") is True

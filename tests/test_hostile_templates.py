@@ -462,3 +462,33 @@ def test_xml_entity_bombs_are_malformed_xml(own_server):
     assert not watchdog.killed
     probe.assert_healthy()
     assert caught.value.code == 400 and b"<Code>MalformedXML</Code>" in caught.value.read()
+
+
+# Found by the fuzz sweep (tests/test_fuzz.py): 500s and a cycle ValidateTemplate let through
+
+
+@pytest.mark.parametrize("call, kwargs, message", [
+    ("validate_template", {"TemplateURL": "http://[::1/b/k"}, "TemplateURL must be a supported URL."),
+    ("get_template_summary", {"TemplateURL": "http://[::1/b/k"}, "TemplateURL must be a supported URL."),
+    ("validate_template", {"TemplateBody": "\x00"}, "Template format error: YAML not well-formed."),
+])
+def test_unreadable_urls_and_characters_are_validation_errors(cfn, call, kwargs, message):
+    with pytest.raises(ClientError) as caught:
+        getattr(cfn, call)(**kwargs)
+    assert error(caught.value.response) == ("ValidationError", message, 400)
+
+
+@pytest.mark.parametrize("resources", [
+    {"A": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": {"Fn::GetAtt": ["B", "QueueName"]}}},
+     "B": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": {"Fn::Sub": "${A.QueueName}-b"}}}},
+    {"A": {"Type": "AWS::SQS::Queue", "DependsOn": "B"}, "B": {"Type": "AWS::SQS::Queue", "DependsOn": ["A"]}},
+    # Without parameter values, both branches of an Fn::If count
+    {"A": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": {"Fn::If": ["C", "a", {"Ref": "B"}]}}},
+     "B": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": {"Ref": "A"}}}},
+])
+def test_validate_template_finds_circular_dependencies(cfn, resources):
+    template = {"Parameters": {"P": {"Type": "String", "Default": "x"}},
+                "Conditions": {"C": {"Fn::Equals": [{"Ref": "P"}, "x"]}}, "Resources": resources}
+    with pytest.raises(ClientError) as caught:
+        cfn.validate_template(TemplateBody=json.dumps(template))
+    assert error(caught.value.response) == ("ValidationError", "Circular dependency between resources: [A, B]", 400)

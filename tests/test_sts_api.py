@@ -181,3 +181,14 @@ def test_expired_credentials_are_forgotten(tmp_path):
         assert set(store.documents("sts-credentials")) == {long["AccessKeyId"]}
     finally:
         store.close()
+
+
+def test_an_error_quoting_what_xml_cannot_carry_is_still_xml(server):
+    # The validation message quotes the value: with a NUL in it the answer was no XML document, and
+    # boto3 read no error code ("Unable to parse response"). The NUL is answered as U+FFFD.
+    sts = client_for(server.url, "sts", parameter_validation=False)
+    with pytest.raises(ClientError) as e:
+        sts.assume_role(RoleArn=ROLE, RoleSessionName="bad\x00name")
+    assert error(e) == ("ValidationError", "1 validation error detected: Value 'bad\ufffdname' at 'roleSessionName' "
+                                           "failed to satisfy constraint: Member must satisfy regular expression "
+                                           "pattern: [\\w+=,.@-]*", 400)

@@ -259,6 +259,7 @@ def get_template_summary(svc: CloudFormationService, params: dict[str, Any]) -> 
 
 def validate_template(svc: CloudFormationService, params: dict[str, Any]) -> dict[str, Any]:
     template = templates.parse(templates.body_of(params, svc.read_object))
+    templates.check_cycles(template)
     summary = templates.summary(template)
     out = {"Parameters": [{k: v for k, v in p.items() if k in ("ParameterKey", "DefaultValue", "NoEcho",
                                                                 "Description")} for p in summary["Parameters"]]}

@@ -8,6 +8,8 @@ import re
 import urllib.parse
 from typing import Any, Callable
 
+from kinesim.deploy.intrinsics import Resolver, pseudo_parameters
+from kinesim.deploy.plan import creation_order
 from kinesim.deploy.sam import transforms
 from kinesim.deploy.template import TemplateError, check_resources, parse_document
 from kinesim.deploy.template_quotas import check_quotas
@@ -73,10 +75,14 @@ def check_processed_size(processed: dict[str, Any], params: dict[str, Any]) -> N
 
 def s3_location(url: str) -> tuple[str, str]:
     """The bucket and key of a TemplateURL, in any of S3's URL forms or this server's path style."""
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        hostname = parsed.hostname  # parses the netloc: `http://[::1/b/k` is a ValueError here
+    except ValueError:
+        raise invalid("TemplateURL must be a supported URL.") from None
+    if parsed.scheme not in ("http", "https") or not hostname:
         raise invalid("TemplateURL must be a supported URL.")
-    host = parsed.hostname.lower()
+    host = hostname.lower()
     path = urllib.parse.unquote(parsed.path).lstrip("/")
     virtual = _VIRTUAL_HOST.match(host)
     if virtual:
@@ -117,6 +123,29 @@ def stored(text: str) -> dict[str, Any]:
     except TemplateError:
         return {}
     return template if isinstance(template, dict) else {}
+
+
+def check_cycles(template: dict[str, Any]) -> None:
+    """AWS's "Circular dependency between resources: [A, B]" for a template whose resources depend
+    on each other in a circle (Ref, Fn::GetAtt, Fn::Sub, DependsOn), as ValidateTemplate finds it:
+    without parameter values, so both branches of every Fn::If count. A template with transforms is
+    checked once they have run (CreateStack's plan)."""
+    resources = template.get("Resources")
+    if transforms(template) or not isinstance(resources, dict):
+        return
+    resolver = Resolver(template, {name: None for name in template.get("Parameters") or {}},
+                        pseudo_parameters("us-east-1", "000000000000", "validate", "validate"))
+    dependencies: dict[str, list[str]] = {}
+    for lid, resource in resources.items():
+        resource = resource if isinstance(resource, dict) else {}
+        found = {name for name, _ in resolver.references(resource.get("Properties"), every_branch=True)}
+        depends_on = resource.get("DependsOn") or []
+        found.update(d for d in ([depends_on] if isinstance(depends_on, str) else depends_on) if isinstance(d, str))
+        dependencies[lid] = sorted(found)
+    try:
+        creation_order(dependencies, list(resources))
+    except TemplateError as err:
+        raise invalid(str(err)) from None
 
 
 # The attributes a resource may have (other keys: "Invalid template resource property").

@@ -268,13 +268,13 @@ class Resolver:
 
     # Dependencies
 
-    def references(self, value: Any) -> Iterator[tuple[str, str | None]]:
+    def references(self, value: Any, every_branch: bool = False) -> Iterator[tuple[str, str | None]]:
         """Every (name, attribute) that `value` refers to with Ref (attribute None), Fn::GetAtt or
         Fn::Sub; parameters and pseudo parameters are left out. Only the taken branch of an
-        Fn::If counts, as in CloudFormation."""
+        Fn::If counts, as in CloudFormation, unless `every_branch` (conditions not yet known)."""
         if isinstance(value, list):
             for item in value:
-                yield from self.references(item)
+                yield from self.references(item, every_branch)
             return
         if not isinstance(value, dict):
             return
@@ -289,17 +289,17 @@ class Resolver:
                 return
             if key == "Fn::Sub":
                 text, variables = (args[0], args[1]) if isinstance(args, list) and len(args) == 2 else (args, {})
-                yield from self.references(variables)
+                yield from self.references(variables, every_branch)
                 for name in _SUB_VARIABLE.findall(text if isinstance(text, str) else ""):
                     if name.startswith("!") or name in variables or name in self.parameters or name in self.pseudo:
                         continue
                     yield (tuple(name.split(".", 1)) if "." in name else (name, None))  # type: ignore[misc]
                 return
-            if key == "Fn::If" and isinstance(args, list) and len(args) == 3:
+            if key == "Fn::If" and isinstance(args, list) and len(args) == 3 and not every_branch:
                 yield from self.references(args[1] if self.condition(args[0]) else args[2])
                 return
         for item in value.values():
-            yield from self.references(item)
+            yield from self.references(item, every_branch)
 
 
 def _as_text(value: Any, where: str = "Fn::Equals") -> str:

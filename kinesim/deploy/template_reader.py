@@ -115,7 +115,10 @@ class _BoundedLoader(CfnYamlLoader):
 
 
 def _read_yaml(text: str, where: str, aliases: bool) -> Any:
-    loader = _BoundedLoader(text, aliases)
+    try:
+        loader = _BoundedLoader(text, aliases)
+    except yaml.reader.ReaderError as err:  # the reader checks the characters first (a NUL: was a 500)
+        raise NotWellFormed(where, "YAML", str(err)) from None
     try:
         node = loader.get_single_node()
         if node is None:

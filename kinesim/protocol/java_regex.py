@@ -69,7 +69,7 @@ def full_matcher(pattern: str) -> Callable[[str], bool]:
     java = ascii_escapes(pattern)  # Java's \d \w \s are ASCII-only, as RE2's (but its \s lacks \x0B)
     try:
         compiled = re2.compile(java, _OPTIONS)
-    except re2.error:
+    except (re2.error, UnicodeEncodeError):  # RE2 reads UTF-8: a lone surrogate is not one
         return functools.partial(_child_match, java)
     if compiled.programsize > MAX_RE2_PROGRAM:
         return functools.partial(_child_match, java)

@@ -2,20 +2,17 @@
 (CreateBucketConfiguration, Delete, CompleteMultipartUpload), plus S3's two time formats."""
 from __future__ import annotations
 
-import re
 import time
 from datetime import timezone
 from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from ..protocol.xml_text import xml_text
 from .errors import malformed_xml
 
 NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
 CONTENT_TYPE = "application/xml"
-
-# Characters XML 1.0 cannot carry (keys may hold them; S3 answers them url-encoded when asked).
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def element(parent: ET.Element | None, tag: str, text: Any = None) -> ET.Element:
@@ -24,7 +21,8 @@ def element(parent: ET.Element | None, tag: str, text: Any = None) -> ET.Element
     if text is not None:
         if isinstance(text, bool):
             text = "true" if text else "false"
-        node.text = _NOT_XML.sub("\ufffd", str(text))
+        # Keys may hold what XML 1.0 cannot carry (S3 answers them url-encoded when asked).
+        node.text = xml_text(str(text))
     return node
 
 
