@@ -9,5 +9,6 @@ its progress visible in DescribeStacks and DescribeStackEvents.
 - templates.py: a request's template (TemplateBody or TemplateURL), parameters, capabilities;
 - changes.py: what a template would change, as a change set lists it;
 - runner.py: stack operations in the background, through the engine, resumed after a restart;
-- stack_api.py, changeset_api.py: the operations; service.py: their table; api.py: the HTTP front.
+- stack_api.py, changeset_api.py, events_api.py (DescribeEvents, ListHookResults): the operations;
+  service.py: what they share; api.py: their table and the HTTP front.
 """

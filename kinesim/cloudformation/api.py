@@ -7,10 +7,11 @@ from kinesim.protocol.errors import AwsError
 from kinesim.protocol.query_app import QueryApp
 
 from .changeset_api import CHANGE_SET_OPERATIONS
+from .events_api import EVENTS_OPERATIONS
 from .service import CloudFormationService
 from .stack_api import STACK_OPERATIONS
 
-OPERATIONS = {**STACK_OPERATIONS, **CHANGE_SET_OPERATIONS}
+OPERATIONS = {**STACK_OPERATIONS, **CHANGE_SET_OPERATIONS, **EVENTS_OPERATIONS}
 # A 51,200-byte TemplateBody, form-encoded (up to 3 bytes a byte), with its parameters and tags.
 MAX_REQUEST_BYTES = 1024 * 1024
 

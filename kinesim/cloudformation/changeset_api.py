@@ -57,14 +57,18 @@ def create_change_set(svc: CloudFormationService, params: dict[str, Any]) -> dic
         state = svc.new_state(stack_name, "REVIEW_IN_PROGRESS")
         state["StackStatusReason"] = "User Initiated"  # as DescribeStacks shows a stack in review on AWS
         svc.records.put(state)
+        operation_id = svc.records.begin_operation(state["StackId"], "CREATE_CHANGESET")
         svc.records.add_event(stack_event(state, "REVIEW_IN_PROGRESS", "User Initiated"))
+    else:
+        operation_id = svc.records.begin_operation(state["StackId"], "CREATE_CHANGESET")
     change_set_id = (f"arn:{state['StackId'].split(':')[1]}:cloudformation:{svc.settings.region}:"
                      f"{svc.settings.account_id}:changeSet/{cs_name}/{uuid.uuid4()}")
     change_set = {"ChangeSetId": change_set_id, "ChangeSetName": cs_name, "StackId": state["StackId"],
                   "StackName": stack_name, "CreationTime": now(), "ChangeSetType": kind, "Template": plan.text,
                   "Given": plan.given, "Capabilities": params.get("Capabilities") or [],
                   "Tags": params.get("Tags") or [], "NotificationARNs": params.get("NotificationARNs") or [],
-                  "IncludeNestedStacks": bool(params.get("IncludeNestedStacks")), "Request": _kept(params)}
+                  "IncludeNestedStacks": bool(params.get("IncludeNestedStacks")), "Request": _kept(params),
+                  "OperationId": operation_id}
     if params.get("Description"):
         change_set["Description"] = params["Description"]
     change_set.update(_computed(svc, plan, state, params))

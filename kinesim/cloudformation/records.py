@@ -128,13 +128,24 @@ class Records:
 
     # events
 
+    def begin_operation(self, stack_id: str, operation_type: str) -> str:
+        """A new operation on the stack (an OperationType of AWS's model): the events added from now
+        on are its events (StackEvent.OperationId, DescribeEvents), until the next one begins."""
+        operation_id = str(uuid.uuid4())
+        with self.lock:
+            doc = self.store.document(EVENTS, stack_id) or {"Events": []}
+            doc["Operation"] = {"OperationId": operation_id, "OperationType": operation_type}
+            self.store.put_document(EVENTS, stack_id, doc)
+        return operation_id
+
     def add_event(self, event: dict[str, Any]) -> None:
         with self.lock:
             doc = self.store.document(EVENTS, event["StackId"]) or {"Events": []}
             # Strictly increasing at the answers' millisecond precision: the SAM CLI shows only the
             # events newer than the newest it saw before it executed a change set.
             last = doc["Events"][-1]["Timestamp"] if doc["Events"] else 0.0
-            event = {"EventId": str(uuid.uuid4()), "Timestamp": max(now(), last + 0.001), **event}
+            event = {"EventId": str(uuid.uuid4()), "Timestamp": max(now(), last + 0.001),
+                     **(doc.get("Operation") or {}), **event}
             doc["Events"] = (doc["Events"] + [event])[-MAX_EVENTS:]
             self.store.put_document(EVENTS, event["StackId"], doc)
 
@@ -142,6 +153,10 @@ class Records:
         """Newest first, as DescribeStackEvents lists them."""
         doc = self.store.document(EVENTS, stack_id) or {"Events": []}
         return list(reversed(doc["Events"]))
+
+    def all_events(self) -> dict[str, list[dict[str, Any]]]:
+        """Every stack's events (live and deleted stacks), by stack id, newest first."""
+        return {stack_id: list(reversed(doc["Events"])) for stack_id, doc in self.store.documents(EVENTS).items()}
 
     # change sets
 

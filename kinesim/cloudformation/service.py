@@ -118,10 +118,11 @@ class CloudFormationService:
 
     def begin(self, state: dict[str, Any], status: str, text: str, given: dict[str, str],
               params: dict[str, Any], change_set_id: str | None = None,
-              on_end: Callable[[bool], None] | None = None, processed: dict[str, Any] | None = None) -> None:
+              on_end: Callable[[bool], None] | None = None, processed: dict[str, Any] | None = None) -> str:
         """Mark the stack IN_PROGRESS (what DescribeStacks answers from now on) and run the deploy.
         The request's fields become the stack's with it (and return to the old ones if it rolls back).
-        `processed`: the template as it will be deployed, whose resources the operation counts."""
+        `processed`: the template as it will be deployed, whose resources the operation counts.
+        Answers the operation's id."""
         self.quotas.operation_begins(state, status == "CREATE_IN_PROGRESS", processed)
         fields: dict[str, Any] = {"Template": text, "Given": given, "Capabilities": params.get("Capabilities") or [],
                                   "Tags": params.get("Tags") or [],
@@ -134,9 +135,12 @@ class CloudFormationService:
         state.update(StackStatus=status, Operation={"Kind": "deploy", "Fields": fields})
         state.pop("StackStatusReason", None)
         self.records.put(state)
+        operation_id = self.records.begin_operation(
+            state["StackId"], "CREATE_STACK" if status == "CREATE_IN_PROGRESS" else "UPDATE_STACK")
         self.records.add_event(stack_event(state, status, "User Initiated"))
         self._start_deploy(state["StackName"], fields, on_end)
         self._settle(state)
+        return operation_id
 
     def _start_deploy(self, name: str, fields: dict[str, Any], on_end: Callable[[bool], None] | None = None) -> None:
         raw = templates.stored(fields["Template"])
@@ -156,6 +160,7 @@ class CloudFormationService:
                 state["Resources"][lid]["DeletionPolicy"] = "Retain"
         state.update(Operation={"Kind": "delete"})
         self.records.put(state)
+        self.records.begin_operation(state["StackId"], "DELETE_STACK")
         self.quotas.forget(state["StackId"])
         self.runner.start(state["StackName"], str(uuid.uuid4()), lambda deployer: self._delete(deployer, state))
         self._settle(state)

@@ -58,8 +58,9 @@ def create_stack(svc: CloudFormationService, params: dict[str, Any]) -> dict[str
             change_set = svc.records.change_set(change_set_id, None)
             change_set["ExecutionStatus"] = "OBSOLETE"
             svc.records.put_change_set(change_set)
-    svc.begin(state, "CREATE_IN_PROGRESS", plan.text, plan.given, params, processed=plan.prepared.template)
-    return {"StackId": state["StackId"]}
+    operation_id = svc.begin(state, "CREATE_IN_PROGRESS", plan.text, plan.given, params,
+                             processed=plan.prepared.template)
+    return {"StackId": state["StackId"], "OperationId": operation_id}
 
 
 def update_stack(svc: CloudFormationService, params: dict[str, Any]) -> dict[str, Any]:
@@ -77,8 +78,9 @@ def update_stack(svc: CloudFormationService, params: dict[str, Any]) -> dict[str
             and (params.get("Tags") or state.get("Tags") or []) == (state.get("Tags") or []):
         raise AwsError("ValidationError", "No updates are to be performed.")
     state.pop("ChangeSetId", None)  # DescribeStacks names a change set only when one made the stack as it is
-    svc.begin(state, "UPDATE_IN_PROGRESS", plan.text, plan.given, params, processed=plan.prepared.template)
-    return {"StackId": state["StackId"]}
+    operation_id = svc.begin(state, "UPDATE_IN_PROGRESS", plan.text, plan.given, params,
+                             processed=plan.prepared.template)
+    return {"StackId": state["StackId"], "OperationId": operation_id}
 
 
 def delete_stack(svc: CloudFormationService, params: dict[str, Any]) -> None:
@@ -309,10 +311,11 @@ def rollback_stack(svc: CloudFormationService, params: dict[str, Any]) -> dict[s
             or svc.runner.busy(state["StackName"]):
         raise AwsError("ValidationError", f"Stack {state['StackId']} is in {state['StackStatus']} state and can not "
                                           "be rolled back")
+    operation_id = svc.records.begin_operation(state["StackId"], "ROLLBACK")
     svc.records.add_event(stack_event(state, "ROLLBACK_IN_PROGRESS" if "UPDATE" not in state["StackStatus"]
                                       else "UPDATE_ROLLBACK_IN_PROGRESS", "User Initiated"))
     svc.runner.start(state["StackName"], state["StackId"], lambda deployer: deployer.roll_back_stack())
-    return {"StackId": state["StackId"]}
+    return {"StackId": state["StackId"], "OperationId": operation_id}
 
 
 STACK_OPERATIONS = {
