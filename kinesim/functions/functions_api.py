@@ -20,6 +20,7 @@ from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
 from . import runtimes
 from .code import HOT_RELOAD_BUCKET, StoredCode
+from .concurrency_api import ACCOUNT_CONCURRENCY, reserved_concurrency, unreserved_concurrency
 from .errors import conflict, invalid_parameter, lambda_date, resource_not_found
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ GET_ONLY_FIELDS = ("State", "StateReason", "StateReasonCode", "LastUpdateStatus"
 
 # Account quotas AWS reports by default.
 ACCOUNT_LIMIT = {"TotalCodeSize": 80_530_636_800, "CodeSizeUnzipped": 262_144_000, "CodeSizeZipped": 52_428_800,
-                 "ConcurrentExecutions": 1000, "UnreservedConcurrentExecutions": 1000}
+                 "ConcurrentExecutions": ACCOUNT_CONCURRENCY}
 
 
 # checks
@@ -245,6 +246,9 @@ def get_function(svc: LambdaService, p: dict[str, Any], context: RequestContext)
     tags = svc.functions[name].get("Tags")  # the function's, whichever version is shown
     if tags:
         out["Tags"] = tags
+    reserved = reserved_concurrency(svc.functions[name])  # the function's too
+    if reserved is not None:
+        out["Concurrency"] = {"ReservedConcurrentExecutions": reserved}
     return out
 
 
@@ -456,6 +460,6 @@ def list_tags(svc: LambdaService, p: dict[str, Any], context: RequestContext) ->
 
 def get_account_settings(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     functions = list(svc.functions.values())
-    return {"AccountLimit": ACCOUNT_LIMIT,
+    return {"AccountLimit": {**ACCOUNT_LIMIT, "UnreservedConcurrentExecutions": unreserved_concurrency(svc.functions)},
             "AccountUsage": {"TotalCodeSize": sum(f.get("CodeSize", 0) for f in functions),
                              "FunctionCount": len(functions)}}

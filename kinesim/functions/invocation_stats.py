@@ -6,9 +6,11 @@ or SNS trigger, a Firehose transform), is counted by the runtime as it ends: one
 (invocations, errors, throttles, duration_ms) and one duration kept in a small per-second sample,
 so percentiles cost nothing on the invocation path beyond a lock and an append.
 
-kinesim never refuses an invocation for concurrency: when every environment of the function is
-busy, the invocation waits for one. Such waits are what `throttles` counts (where AWS would
-throttle or queue, the invocation was held up), so a saturated function shows.
+`throttles` counts invocations refused for the function's reserved concurrency (concurrency.py,
+not counted as invocations, as in AWS's metrics) and those that waited for an execution
+environment: without a reservation kinesim refuses nothing, and an invocation that finds every
+environment of the function busy waits for one (where AWS would throttle or queue, it was held
+up), so a saturated function shows.
 """
 from __future__ import annotations
 
@@ -82,6 +84,10 @@ class InvocationStats:
         if sample is None:
             sample = self._samples.setdefault(function_name, DurationSample())
         sample.add(duration_ms)
+
+    def throttled(self, function_name: str) -> None:
+        """An invocation refused before it ran (TooManyRequestsException)."""
+        self.series[function_name].add(0, 0, 1, 0)
 
     def forget(self, function_name: str) -> None:
         """A deleted function's figures (a new one of that name starts from nothing)."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import (event_invoke_config_api, functions_api, layers_api, mappings_api, permissions_api, recursion_config_api,
-               versions_api)
+from . import (concurrency_api, event_invoke_config_api, functions_api, layers_api, mappings_api, permissions_api,
+               recursion_config_api, versions_api)
 
 OPERATIONS: dict[str, Callable[..., Any]] = {
     # functions_api
@@ -58,5 +58,9 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
     # recursion_config_api
     "PutFunctionRecursionConfig": recursion_config_api.put_function_recursion_config,
     "GetFunctionRecursionConfig": recursion_config_api.get_function_recursion_config,
+    # concurrency_api
+    "PutFunctionConcurrency": concurrency_api.put_function_concurrency,
+    "GetFunctionConcurrency": concurrency_api.get_function_concurrency,
+    "DeleteFunctionConcurrency": concurrency_api.delete_function_concurrency,
 }
 

@@ -4,7 +4,8 @@ Each operation is a plain function `(service, params, context) -> response dict`
 module of its concern, named in the table of `operations.py` (`functions_api`: functions and
 invocations, `mappings_api`: event source mappings, `versions_api`: versions and aliases,
 `layers_api`: layers, `permissions_api`: resource policies, `recursion_config_api`: recursive
-loop detection, whose counting is recursion.py's, applied in `invoke_qualified`). Params arrive
+loop detection, whose counting is recursion.py's, `concurrency_api`: reserved concurrency, whose
+gate is concurrency.py's; both applied in `invoke_qualified`). Params arrive
 validated against botocore's `lambda` model; responses are dicts shaped like the model's output (the
 REST layer drops any key the model does not know, so stored documents can carry internal keys such
 as `CodeDir`).
@@ -34,6 +35,8 @@ from .async_destinations import RecordSender
 from .async_invoke import AsyncInvoker
 from . import event_invoke_config_api, layers_api, recursion, versions_api
 from .code import CodeStore
+from .concurrency import ConcurrencyGate
+from .concurrency_api import reserved_concurrency
 from .errors import invalid_parameter, malformed_body, resource_not_found
 from .operations import OPERATIONS
 from .recursion_config_api import recursive_loop
@@ -92,6 +95,8 @@ class LambdaService:
         self.code = CodeStore(os.path.join(base, "functions"))
         self.logs = FunctionLogs(os.path.join(base, "logs"))
         self.runtime = FunctionRuntime(self.logs, self.endpoint_url, settings.region, settings.account_id)
+        # executions in flight against reserved concurrency; refusals counted as AWS's Throttles metric
+        self.concurrency = ConcurrencyGate(on_throttle=self.runtime.stats.throttled)
         self.layers = layers_api.Layers(store, CodeStore(os.path.join(base, "layers")), self.layer_arn)
         self.versions = versions_api.Versions(self, store, self.code)
         self.functions: dict[str, dict[str, Any]] = self._load_functions()
@@ -249,12 +254,14 @@ class LambdaService:
         """Invoke the configuration a reference names. The handler sees the ARN the caller used
         (an alias's, not the version's), as on AWS. `trace_header`: the X-Ray trace header of the
         request or event that caused the invocation, which places it in its chain of requests;
-        RecursiveInvocationException when recursive loop detection stops it."""
+        RecursiveInvocationException when recursive loop detection stops it, TooManyRequestsException
+        when the function's reserved concurrency is in use (concurrency.py)."""
         name, qualifier = self.parse_function_ref(ref, qualifier)
         fn = self.function(name, qualifier, route=True)
         link = self._chain_link(name, trace_header)
-        result = self.runtime.invoke(fn, payload, request_id, invoked_function_arn=self.function_arn(name, qualifier),
-                                     trace_id=link.header, **extra)
+        with self.concurrency.execution(name, reserved_concurrency(self.functions.get(name) or {})):
+            result = self.runtime.invoke(fn, payload, request_id, trace_id=link.header,
+                                         invoked_function_arn=self.function_arn(name, qualifier), **extra)
         return VersionedInvocation(**{f.name: getattr(result, f.name) for f in dataclasses.fields(Invocation)},
                                    executed_version=fn.get("Version", "$LATEST"))
 
@@ -279,8 +286,11 @@ class LambdaService:
         return self.runtime.stats
 
     def warm_workers(self, name: str) -> dict[str, int]:
-        """The function's execution environments now: idle, busy, starting, and the most it gets."""
-        return {**self.runtime.workers(name), "max": self.runtime.max_workers}
+        """The function's execution environments now: idle, busy, starting, and the most it gets
+        (its reserved concurrency, when that is fewer than the runtime's limit)."""
+        reserved = reserved_concurrency(self.functions.get(name) or {})
+        most = self.runtime.max_workers if reserved is None else min(reserved, self.runtime.max_workers)
+        return {**self.runtime.workers(name), "max": most}
 
     def mapping_timeline(self, uuid: str) -> list[dict[str, Any]]:
         """What became of the mapping's last batches, oldest first (batch_timeline.py)."""

@@ -25,6 +25,11 @@ Amazon SQS" describes:
 * Concurrency: up to `ScalingConfig.MaximumConcurrency` batches at once; unset, DEFAULT_CONCURRENCY
   (AWS starts an SQS mapping at five concurrent batches and scales up from there; locally
   the function's worker pool is the limit anyway, so more brings nothing but threads).
+  A mapping does not account for the function's reserved concurrency: a batch beyond it is
+  throttled (concurrency.py) and its messages come back after their visibility timeout, as on AWS
+  ("Event source mappings don't account for reserved concurrency", AWS's lambda-sqs-scaling
+  article; the Lambda guide's services-sqs-configure: a visibility timeout of six times the
+  function's timeout "allows Lambda to retry if your function is throttled").
 
 Threads: one receiving thread per mapping, plus one per batch being invoked. `signal_stop` ends
 the receiving thread's wait at once (messages received but not yet handed on are made visible

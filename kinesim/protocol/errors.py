@@ -5,13 +5,17 @@ class AwsError(Exception):
     """An error AWS would return: its `__type` code, message and HTTP status.
 
     `message=None` means AWS sends no message member at all (e.g. UnknownOperationException).
+    `fields`: other members of the error's body the model describes (Lambda's TooManyRequestsException
+    carries a `Reason`).
     """
 
-    def __init__(self, code: str, message: str | None = None, status: int = 400):
+    def __init__(self, code: str, message: str | None = None, status: int = 400,
+                 fields: dict[str, str] | None = None):
         super().__init__(message or code)
         self.code = code
         self.message = message
         self.status = status
+        self.fields = fields or {}
 
 
 def validation_error(message: str) -> AwsError:

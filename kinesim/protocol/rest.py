@@ -261,7 +261,7 @@ class RestJsonProtocol:
             members = shape.get("members", {})
             if "Message" in members and "message" not in members:
                 key = "Message"
-        document: dict[str, Any] = {"Type": "Service" if fault else "User"}
+        document: dict[str, Any] = {"Type": "Service" if fault else "User", **err.fields}
         if err.message is not None:
             document[key] = err.message
         headers = [("Content-Type", JSON_TYPE), ("x-amzn-ErrorType", err.code)]
