@@ -85,7 +85,7 @@ def admin_app(edge: "Edge") -> "Flask":
     def health():
         doc = dict(status="running",
                    services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns",
-                                                          "ecr", "cloudformation", "sts", "ssm")},
+                                                          "ecr", "cloudformation", "sts", "ssm", "iam")},
                    region=edge.settings.region, account_id=edge.settings.account_id,
                    runtimes=runnable_runtimes())  # every Lambda Runtime value this server runs now
         if is_loopback(request.remote_addr):

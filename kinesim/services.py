@@ -73,9 +73,11 @@ class Services:
             _API_DATE.match(environ.get("PATH_INFO", ""))))
         self._sns = Lazy(self._make_sns)
         self._sts = Lazy(self._make_sts)
+        self._iam = Lazy(self._make_iam)
         # The query-protocol services, by the name requests to them are signed for.
         self.query_apps: dict[str, Any] = {"sns": LazyApp(Lazy(self._make_sns_app)),
-                                           "sts": LazyApp(Lazy(self._make_sts_app))}
+                                           "sts": LazyApp(Lazy(self._make_sts_app)),
+                                           "iam": LazyApp(Lazy(self._make_iam_app))}
         self._register_senders()
         self.channel_delivery.start()
         self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
@@ -120,6 +122,10 @@ class Services:
     @property
     def sts(self) -> Any:
         return self._sts.get()
+
+    @property
+    def iam(self) -> Any:
+        return self._iam.get()
 
     def _resume(self) -> None:
         """Make, in the background, the services that have work to carry on after a restart: the
@@ -213,6 +219,14 @@ class Services:
     def _make_sts_app(self) -> Any:
         from .sts.api import sts_app
         return sts_app(self.sts)
+
+    def _make_iam(self) -> Any:
+        from .iam.service import IamService
+        return IamService(self.settings, self.store)
+
+    def _make_iam_app(self) -> Any:
+        from .iam.api import iam_app
+        return iam_app(self.iam)
 
     def _cloudformation(self) -> tuple[Any, Any]:
         from .cloudformation.api import cloudformation_app

@@ -2,7 +2,8 @@
 `kinesim deploy` against the real server, with the parameters `cdk bootstrap` passes on a fresh
 environment: the staging bucket with its versioning, encryption, public access block, lifecycle
 rules and SSL-only policy, the container assets repository with its lifecycle and repository
-policies, the version parameter in Parameter Store, the IAM roles accepted. Then an update (trust,
+policies, the version parameter in Parameter Store, the IAM roles and their policies (readable through IAM, gone
+with the stack). Then an update (trust,
 permissions boundary, no public access block), a redeploy that changes nothing, the deletion (the
 bucket retained, as its DeletionPolicy says), and a CDK app's template (CDKMetadata, the
 SSM-typed BootstrapVersion parameter and the CheckBootstrapVersion rule) against the bootstrapped
@@ -46,7 +47,7 @@ def qualifier():
 @pytest.fixture(scope="module")
 def clients(server):
     return {"s3": client_for(server.url, "s3", s3={"addressing_style": "path"}), "ecr": client_for(server.url, "ecr"),
-            "ssm": client_for(server.url, "ssm")}
+            "ssm": client_for(server.url, "ssm"), "iam": client_for(server.url, "iam")}
 
 
 def test_bootstrap_as_cdk_bootstrap_deploys_it_then_deleted(server, clients, qualifier, capsys):
@@ -91,6 +92,16 @@ def test_bootstrap_as_cdk_bootstrap_deploys_it_then_deleted(server, clients, qua
     # The version parameter that CDK apps' templates read (their BootstrapVersion parameter).
     assert ssm.get_parameter(Name=f"/cdk-bootstrap/{qualifier}/version")["Parameter"]["Value"] == "33"
 
+    # The roles, with their inline policies, their default policies and the execution role's managed policy.
+    iam = clients["iam"]
+    exec_role = f"cdk-{qualifier}-cfn-exec-role-{ACCOUNT}-{REGION}"
+    assert iam.get_role(RoleName=exec_role)["Role"]["Arn"] == f"arn:aws:iam::{ACCOUNT}:role/{exec_role}"
+    assert [p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=exec_role)["AttachedPolicies"]] == [
+        "arn:aws:iam::aws:policy/AdministratorAccess"]
+    publishing = f"cdk-{qualifier}-file-publishing-role-{ACCOUNT}-{REGION}"
+    assert iam.list_role_policies(RoleName=publishing)["PolicyNames"] == [
+        f"cdk-{qualifier}-file-publishing-role-default-policy-{ACCOUNT}-{REGION}"]
+
     # Deleted: the bucket stays (DeletionPolicy: Retain), the rest goes.
     code, out, err = deploy(capsys, server.url, TEMPLATE, stack, "--delete")
     assert code == 0, err
@@ -99,6 +110,9 @@ def test_bootstrap_as_cdk_bootstrap_deploys_it_then_deleted(server, clients, qua
         ecr.describe_repositories(repositoryNames=[repository])
     with pytest.raises(ssm.exceptions.ParameterNotFound):
         ssm.get_parameter(Name=f"/cdk-bootstrap/{qualifier}/version")
+    for role in (exec_role, publishing):
+        with pytest.raises(iam.exceptions.NoSuchEntityException):
+            iam.get_role(RoleName=role)
 
 
 # The second deploy sends UsePreviousValue for every parameter of the stack not given again (as `aws
@@ -135,8 +149,17 @@ def test_bootstrap_deployed_again_and_updated(server, clients, qualifier, capsys
     assert caught.value.response["Error"]["Code"] == "NoSuchPublicAccessBlockConfiguration"
     assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
     assert ecr.describe_repositories(repositoryNames=[repository])["repositories"][0]["createdAt"] == created
+    # The permissions boundary named is set on the execution role, and the example one is a managed policy.
+    iam = clients["iam"]
+    named = f"arn:aws:iam::{ACCOUNT}:policy/cdk-{qualifier}-permissions-boundary"
+    exec_role = iam.get_role(RoleName=f"cdk-{qualifier}-cfn-exec-role-{ACCOUNT}-{REGION}")["Role"]
+    assert exec_role["PermissionsBoundary"] == {"PermissionsBoundaryType": "Policy", "PermissionsBoundaryArn": named}
+    boundary = f"{named}-{ACCOUNT}-{REGION}"
+    assert iam.get_policy(PolicyArn=boundary)["Policy"]["Description"] == "Bootstrap Permission Boundary"
 
     assert deploy(capsys, server.url, TEMPLATE, stack, "--delete")[0] == 0
+    with pytest.raises(iam.exceptions.NoSuchEntityException):
+        iam.get_policy(PolicyArn=boundary)
 
 
 def test_bootstrap_with_a_new_customer_key_is_refused_before_anything_is_made(server, clients, qualifier, capsys):

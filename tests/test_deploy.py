@@ -163,10 +163,10 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
 
     code, actions, out, err = deploy(capsys, url, str(ROOT / "template.yaml"), "--stack-name", "clicks-demo")
     assert code == 0, err
-    assert actions == {"ClicksStream": "created", "ClicksEnrichedStream": "created", "EnrichFunctionRole": "ignored",
+    assert actions == {"ClicksStream": "created", "ClicksEnrichedStream": "created", "EnrichFunctionRole": "created",
                        "EnrichFunction": "created", "EnrichFunctionClicks": "created",
-                       "ValidateFunctionRole": "ignored", "ValidateFunction": "created",
-                       "ValidateFunctionClicks": "created", "ArchiveBucket": "created", "DeliveryRole": "ignored",
+                       "ValidateFunctionRole": "created", "ValidateFunction": "created",
+                       "ValidateFunctionClicks": "created", "ArchiveBucket": "created", "DeliveryRole": "created",
                        "ClicksToS3": "created", "PageViewsStream": "created", "PageViewsBucket": "created",
                        "PageViewsToS3": "created"}
     assert "ClicksStreamArn          arn:aws:kinesis:us-east-1:000000000000:stream/clicks" in out
@@ -234,7 +234,7 @@ def test_root_template_deploys_runs_and_deletes(own_server, capsys):
     assert code == 1
     assert "resource ArchiveBucket (AWS::S3::Bucket): DeleteBucket failed: BucketNotEmpty" in err
     assert "aws s3 rm s3://clicks-archive --recursive" in err and "DeletionPolicy: Retain" in err
-    assert set(actions.values()) == {"deleted", "ignored"} and len(actions) == 13 and "ArchiveBucket" not in actions
+    assert set(actions.values()) == {"deleted"} and len(actions) == 13 and "ArchiveBucket" not in actions
     order = list(actions)
     assert order.index("EnrichFunctionClicks") < order.index("EnrichFunction") < order.index("ClicksEnrichedStream")
     assert order.index("ValidateFunctionClicks") < order.index("ClicksStream")
@@ -263,7 +263,7 @@ def test_redeploy_unchanged_then_update_in_place(server, kinesis, lam, project, 
     template = str(project / "template.yaml")
     code, actions, out, err = deploy(capsys, server.url, template, "--stack-name", stack)
     assert code == 0, err
-    assert actions == {"InputStream": "created", "OutputStream": "created", "EnrichFunctionRole": "ignored",
+    assert actions == {"InputStream": "created", "OutputStream": "created", "EnrichFunctionRole": "created",
                        "EnrichFunction": "created", "EnrichFunctionInput": "created"}
     function_name = stack_state(server.url, stack)["Resources"]["EnrichFunction"]["PhysicalResourceId"]
     assert function_name.startswith(f"{stack}-EnrichFunction-")  # generated, as CloudFormation does
@@ -285,7 +285,7 @@ def test_redeploy_unchanged_then_update_in_place(server, kinesis, lam, project, 
     code, actions, out, err = deploy(capsys, server.url, template, "--stack-name", stack,
                                      "--parameter-overrides", "BatchSize=25", "Timeout=20", "ShardCount=2")
     assert code == 0, err
-    assert actions == {"InputStream": "updated", "OutputStream": "unchanged", "EnrichFunctionRole": "ignored",
+    assert actions == {"InputStream": "updated", "OutputStream": "unchanged", "EnrichFunctionRole": "unchanged",
                        "EnrichFunction": "updated", "EnrichFunctionInput": "updated"}
     after = lam.get_function_configuration(FunctionName=function_name)
     assert after["Timeout"] == 20 and after["CodeSha256"] != before["CodeSha256"]
@@ -469,9 +469,11 @@ Outputs:
 """)
     code, actions, out, err = deploy(capsys, server.url, str(path), "--stack-name", stack)
     assert code == 0, err
-    assert actions == {"Role": "ignored", "Hello": "created"}
+    assert actions == {"Role": "created", "Hello": "created"}
     role_arn = lam.get_function_configuration(FunctionName=f"{stack}-hello")["Role"]
     assert role_arn.startswith(f"arn:aws:iam::000000000000:role/{stack}-Role-") and f"RoleArn  {role_arn}" in out
+    # The role is IAM's, readable as on AWS (stored, not enforced).
+    assert client_for(server.url, "iam").get_role(RoleName=role_arn.rsplit("/", 1)[1])["Role"]["Arn"] == role_arn
     response = lam.invoke(FunctionName=f"{stack}-hello", Payload=json.dumps({"name": "kinesim"}).encode())
     assert json.loads(response["Payload"].read()) == {"greeting": f"hello from {stack} in us-east-1",
                                                       "name": "kinesim"}
@@ -538,7 +540,7 @@ def test_delivery_stream_and_bucket_update_replace_delete(own_server, tmp_path, 
 
     code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack)
     assert code == 0, err
-    assert actions == {"Bucket": "created", "Role": "ignored", "Delivery": "created"}
+    assert actions == {"Bucket": "created", "Role": "created", "Delivery": "created"}
     bucket = stack_state(url, stack)["Resources"]["Bucket"]["PhysicalResourceId"]
     # Generated as CloudFormation does: stack-logicalid-suffix, lower case.
     assert re.fullmatch(rf"{stack}-bucket-[a-z0-9]{{12}}", bucket) and bucket_exists(s3, bucket)
@@ -560,7 +562,7 @@ def test_delivery_stream_and_bucket_update_replace_delete(own_server, tmp_path, 
     code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack, "--parameter-overrides",
                                      "Prefix=archive/", "Interval=120", "Team=web")
     assert code == 0, err
-    assert actions == {"Bucket": "unchanged", "Role": "ignored", "Delivery": "updated"}
+    assert actions == {"Bucket": "unchanged", "Role": "unchanged", "Delivery": "updated"}
     described = firehose.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"]
     assert described["DeliveryStreamARN"] == arn and described["VersionId"] == "2"
     dest = destination(firehose, name)
@@ -588,7 +590,7 @@ def test_delivery_stream_and_bucket_update_replace_delete(own_server, tmp_path, 
 
     # The bucket holds objects: deleting the stack stops at it, with what to do about it.
     code, actions, out, err = deploy(capsys, url, template, "--stack-name", stack, "--delete")
-    assert code == 1 and actions == {"Delivery": "deleted", "Role": "ignored"}
+    assert code == 1 and actions == {"Delivery": "deleted", "Role": "deleted"}
     assert err.startswith("Error: resource Bucket (AWS::S3::Bucket): DeleteBucket failed: BucketNotEmpty: "
                           "The bucket you tried to delete is not empty.")
     assert bucket_exists(s3, bucket) and len(object_keys(s3, bucket)) == 3

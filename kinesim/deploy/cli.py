@@ -23,8 +23,9 @@ DESCRIPTION = """\
 Deploy a CloudFormation or SAM template (Transform: AWS::Serverless-2016-10-31) to a kinesim
 server, the way `sam build` and `sam deploy` deploy to AWS: Kinesis streams, Lambda functions
 (each CodeUri directory is built, zipped and uploaded) and their event source mappings, Firehose
-delivery streams (to S3) and S3 buckets are created through the same APIs a client uses. IAM
-roles and policies are accepted and ignored: kinesim does not check permissions.
+delivery streams (to S3), S3 buckets and IAM roles and policies are created through the same APIs
+a client uses. IAM stores roles and policies but does not enforce them: kinesim does not check
+permissions.
 
 The server deploys it: kinesim serves the CloudFormation API, and `kinesim deploy` is a client of
 it, as `sam deploy` and `aws cloudformation deploy` are (code is uploaded to a

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .iam_resources import IamResource
-from .resources import Applied, ResourceHandler, _input_shape, coerce, generated_name, local_code, unless_gone
+from .resources import (Applied, RecordedResource, ResourceHandler, _input_shape, coerce, generated_name, local_code,
+                        unless_gone)
 from .template import DeployError
 
 
@@ -129,7 +129,7 @@ class LambdaLayerVersion(ResourceHandler):
         self.target.lambda_.delete_layer_version(LayerName=name, VersionNumber=number)  # gone already: 204
 
 
-class CodeDeployResource(IamResource):
+class CodeDeployResource(RecordedResource):
     """SAM's DeploymentPreference makes a CodeDeploy application and deployment group to shift an
     alias's traffic gradually. CodeDeploy is not emulated: accepted, recorded, nothing made."""
     note = "CodeDeploy is not emulated: an alias moves to its new version at once (no gradual traffic shifting)"

@@ -1,6 +1,6 @@
 """One handler per resource type: what CloudFormation's resource provider does, done with boto3
 calls against the kinesim endpoint (Kinesis streams, Lambda functions and their event source
-mappings, Firehose delivery streams, S3 buckets; IAM is accepted and ignored).
+mappings, Firehose delivery streams, S3 buckets, IAM roles and policies).
 
 A handler turns a resource's resolved `Properties` into a normalised `desired` dict (the API's
 names and types, defaults filled in) — the stack stores it and compares it on the next deploy —
@@ -47,13 +47,14 @@ class Target:
     cloudformation: Any = None
     ecr: Any = None
     ssm: Any = None
+    iam: Any = None
     # (stack name, seconds) -> whether an operation was under way on that stack: waits for it to
     # end, up to the seconds (the server's own CloudFormation, in process). None: poll only.
     await_stack: Callable[[str, float], bool] | None = None
 
 
 # The services whose clients a Target has (`lambda` is the field `lambda_`).
-CLIENTS = ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns", "ecr", "cloudformation", "ssm")
+CLIENTS = ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns", "ecr", "cloudformation", "ssm", "iam")
 
 
 def service_clients(endpoint_url: str, region: str, credentials: dict[str, str]) -> dict[str, Any]:
@@ -208,7 +209,7 @@ class ResourceHandler(ABC):
     name_max_length: ClassVar[int] = 64
     # Attributes this handler can give Fn::GetAtt (a subset of the schema's).
     attributes: ClassVar[frozenset[str]] = frozenset()
-    # IAM and the like: recorded, given names and ARNs, but nothing is made.
+    # Resource policies and the like: recorded, given names and ARNs, but nothing is made.
     ignored: ClassVar[bool] = False
     note: ClassVar[str] = ""
 
@@ -245,3 +246,20 @@ class ResourceHandler(ABC):
         if unsupported:
             raise DeployError(f"property {', '.join(unsupported)} of {self.type_name} is not supported by "
                               f"kinesim deploy (supported: {', '.join(sorted(supported))})")
+
+
+class RecordedResource(ResourceHandler):
+    """A resource kinesim accepts and records but does not make (what it stands for is not
+    emulated, or not enforced: resource policies, CodeDeploy): the template deploys unchanged, and
+    the resource gets the names and ids CloudFormation would give it. Subclasses say why in `note`."""
+    ignored = True
+
+    def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
+        return properties
+
+    def update(self, physical_id: str, old: dict[str, Any], new: dict[str, Any],
+               attributes: dict[str, Any]) -> dict[str, Any]:
+        return attributes
+
+    def delete(self, physical_id: str, desired: dict[str, Any]) -> None:
+        pass
