@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A long fuzzing run against kinesim: random requests for every operation of Kinesis, Firehose,
-Lambda, S3, SNS, SQS, CloudWatch Logs, CloudFormation, STS, SSM and ECR, generated from botocore's
+Lambda, S3, SNS, SQS, CloudWatch Logs, CloudFormation, STS, SSM, ECR and IAM, generated from botocore's
 models (tests/fuzzing.py), until a time or count limit.
 
     .venv/bin/python bench/fuzz.py --seconds 600                 # ten minutes against a fresh server

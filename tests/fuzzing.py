@@ -1,8 +1,8 @@
 """Fuzzed requests for kinesim's services, generated from botocore's service models.
 
 For every operation of Kinesis and Firehose (JSON 1.1; Kinesis also CBOR 1.1), SQS, CloudWatch
-Logs, SSM and ECR (JSON), Lambda (REST-JSON), S3 (REST-XML, path style), SNS, CloudFormation and
-STS (query), `Fuzzer` makes a valid-ish request and breaks it: each required member missing,
+Logs, SSM and ECR (JSON), Lambda (REST-JSON), S3 (REST-XML, path style), SNS, CloudFormation,
+STS and IAM (query), `Fuzzer` makes a valid-ish request and breaks it: each required member missing,
 members of the wrong type or out of range (huge and special numbers, deep nesting, long and
 non-ASCII text, invalid base64, bad timestamps), values inside structures and lists replaced the
 same way, garbage bodies, wrong content types and odd envelopes (query strings, headers, methods,
@@ -46,7 +46,7 @@ from fuzz_wire import (CONTENT_TYPES, DATE, Operation, Outcome, Request, authori
 from kinesim.config import Settings
 from kinesim.server import ServerProcess, wait_ready
 
-SERVICES = ("kinesis", "firehose", "lambda", "s3", "sns", "sqs", "logs", "cloudformation", "sts", "ssm", "ecr")
+SERVICES = ("kinesis", "firehose", "lambda", "s3", "sns", "sqs", "logs", "cloudformation", "sts", "ssm", "ecr", "iam")
 HANDLER = "def handler(event, context):\n    return event\n"
 # The fuzzed server's limits. A nested stack that creates itself grows until the account's stack
 # quota: a small one ends such a chain in a few stacks (AWS's 2,000 would be minutes of deploys beside

@@ -1,5 +1,5 @@
 """Every operation of Kinesis (queues and channels too), Firehose, Lambda, S3, SNS, SQS, CloudWatch
-Logs, CloudFormation, STS, SSM and ECR, fuzzed from botocore's models (tests/fuzzing.py): wrong
+Logs, CloudFormation, STS, SSM, ECR and IAM, fuzzed from botocore's models (tests/fuzzing.py): wrong
 types, missing members, garbage bodies, wrong content types, odd envelopes, hostile documents and
 patterns (3,000-deep, huge and malformed JSON in policies, filter policies, event patterns, session
 policies and ECR's lifecycle and repository policies; backtracking filter patterns; endless JQ
@@ -7,7 +7,7 @@ queries), CloudFormation templates that bomb (YAML alias chains, 3,000-deep JSON
 nested 1,500 deep, conditions and resources in circles, 5,000 resources at a TemplateURL, nested
 stacks that name themselves), AllowedPattern expressions that backtrack or explode (SSM's
 PutParameter, a template's parameters) against the value that makes them, and query-protocol
-(SNS, CloudFormation, STS) form keys with thousands of dots get a 2xx or 4xx answer, never a 5xx
+(SNS, CloudFormation, STS, IAM) form keys with thousands of dots get a 2xx or 4xx answer, never a 5xx
 (501 "not implemented" and the one 500 Kinesis itself answers aside), nor a 2xx to what AWS refuses
 on the request, nor an answer of the query protocol that no SDK can read (fuzz_wire.is_failure);
 every request has a timeout, and no answer is a failure. The server stays up with its data intact.
