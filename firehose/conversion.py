@@ -61,15 +61,16 @@ import base64
 import io
 import json
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
-import re2
+
+from .hive_types import arrow_schema
+from .json_timestamps import hive_timestamp, openx_timestamp
 
 ERROR_OUTPUT_TYPE = "format-conversion-failed"
 
@@ -136,93 +137,6 @@ class _Mismatch(ValueError):
 
 class _RecordError(ValueError):
     """A record that cannot be converted, with AWS's message."""
-
-
-# ------------------------------------------------------------------------- Hive types
-
-
-_TYPE_TOKEN = re.compile(r"`[^`]*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>,:()]")
-_INTEGERS = {"tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "integer": pa.int32(),
-             "bigint": pa.int64()}
-_PRIMITIVES = {
-    **_INTEGERS,
-    "string": pa.string(),
-    "boolean": pa.bool_(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "binary": pa.binary(),
-}
-
-
-def hive_type(text: str) -> pa.DataType:
-    """The Arrow type for a Glue / Hive column type string."""
-    tokens = _TYPE_TOKEN.findall(text)
-    if _TYPE_TOKEN.sub("", text).strip():
-        raise ValueError(f"unsupported column type {text!r}")
-    try:
-        parsed, end = _parse_type(tokens, 0)
-    except IndexError:
-        raise ValueError(f"incomplete column type {text!r}") from None
-    if end != len(tokens):
-        raise ValueError(f"unsupported column type {text!r}")
-    return parsed
-
-
-def _expect(tokens: list[str], i: int, token: str) -> int:
-    if i >= len(tokens) or tokens[i] != token:
-        raise ValueError(f"expected {token!r} in column type")
-    return i + 1
-
-
-def _parse_type(tokens: list[str], i: int) -> tuple[pa.DataType, int]:
-    if i >= len(tokens):
-        raise ValueError("incomplete column type")
-    name = tokens[i].lower()
-    i += 1
-    if name == "double" and i < len(tokens) and tokens[i].lower() == "precision":
-        i += 1
-    if name in ("array", "map", "struct"):
-        i = _expect(tokens, i, "<")
-        if name == "array":
-            item, i = _parse_type(tokens, i)
-            return pa.list_(item), _expect(tokens, i, ">")
-        if name == "map":
-            key, i = _parse_type(tokens, i)
-            i = _expect(tokens, i, ",")
-            value, i = _parse_type(tokens, i)
-            return pa.map_(key, value), _expect(tokens, i, ">")
-        fields = []
-        while True:
-            field_name = tokens[i].strip("`")
-            i = _expect(tokens, i + 1, ":")
-            field_type, i = _parse_type(tokens, i)
-            fields.append(pa.field(field_name, field_type))
-            if tokens[i] == ">":
-                return pa.struct(fields), i + 1
-            i = _expect(tokens, i, ",")
-    if name in ("varchar", "char"):
-        i = _expect(tokens, i, "(")
-        return pa.string(), _expect(tokens, i + 1, ")")
-    if name == "decimal":
-        precision, scale = 10, 0
-        if i < len(tokens) and tokens[i] == "(":
-            precision = int(tokens[i + 1])
-            i += 2
-            if tokens[i] == ",":
-                scale = int(tokens[i + 1])
-                i += 2
-            i = _expect(tokens, i, ")")
-        return pa.decimal128(precision, scale), i
-    if name in _PRIMITIVES:
-        return _PRIMITIVES[name], i
-    raise ValueError(f"unsupported column type {name!r}")
-
-
-def arrow_schema(columns: list[dict]) -> pa.Schema:
-    """The Arrow schema for Glue-style columns ``[{"Name": ..., "Type": ...}]``."""
-    return pa.schema([pa.field(column["Name"], hive_type(column["Type"])) for column in columns])
 
 
 # ---------------------------------------------------------------------- deserializers
@@ -327,9 +241,9 @@ class _Deserializer:
         if isinstance(value, bool):
             raise _Mismatch(_for_input(value))
         if self.hive:
-            parsed = _hive_timestamp(value, self.timestamp_formats)
+            parsed = hive_timestamp(value, self.timestamp_formats)
         else:
-            parsed = _openx_timestamp(value)
+            parsed = openx_timestamp(value)
         if parsed is None:
             raise _Mismatch(_for_input(value))
         return parsed
@@ -374,155 +288,6 @@ def _for_input(value: Any) -> str:
 
 def _not_object(value: Any) -> str:
     return f"Data is not JSONObject  but {_java_type(value)} with value {_java_text(value)}"
-
-
-_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
-_SQL = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2}) (\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,9}))?")
-_EPOCH = re.compile(r"[+-]?\d+(\.\d+)?")
-
-
-def _from_parts(match: re.Match) -> datetime | None:
-    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    micros = int((match.group(7) or "0").ljust(9, "0")[:6])
-    try:
-        return datetime(year, month, day, hour, minute, second, micros, tzinfo=timezone.utc)
-    except ValueError:
-        return None
-
-
-def _epoch(number: float | int, millis: bool) -> datetime | None:
-    try:
-        if millis:
-            return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=number)
-        return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=number)
-    except OverflowError:
-        return None
-
-
-def _openx_timestamp(value: Any) -> datetime | None:
-    if isinstance(value, str):
-        text = value.strip()
-        for pattern in (_ISO, _SQL):
-            match = pattern.fullmatch(text)
-            if match:
-                return _from_parts(match)
-        if not _EPOCH.fullmatch(text):
-            return None
-        value = float(text) if "." in text else int(text)
-    if isinstance(value, float):
-        return _epoch(value, millis=False)
-    if isinstance(value, int):
-        # Epoch seconds and milliseconds are told apart by size: 10^11 s is the year 5138.
-        return _epoch(value, millis=abs(value) >= 10**11)
-    return None
-
-
-def _hive_timestamp(value: Any, formats: list[str]) -> datetime | None:
-    for fmt in formats:
-        if fmt == "millis":
-            if isinstance(value, int) or (isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip())):
-                return _epoch(int(value), millis=True)
-            continue
-        if isinstance(value, str):
-            parsed = _joda_parse(fmt, value.strip())
-            if parsed is not None:
-                return parsed
-    if isinstance(value, str):
-        match = _SQL.fullmatch(value.strip())  # java.sql.Timestamp.valueOf
-        if match:
-            return _from_parts(match)
-    return None
-
-
-# Joda pattern letters a Hive TimestampFormats entry may use, as regex groups. `\p{Nd}` is what
-# `\d` meant when these were `re` patterns (any Unicode decimal digit, which int() reads).
-_JODA_FIELDS = {
-    "y": r"(?P<y>[+-]?\p{Nd}{1,9})", "Y": r"(?P<y>[+-]?\p{Nd}{1,9})", "x": r"(?P<y>[+-]?\p{Nd}{1,9})",
-    "M": r"(?P<M>\p{Nd}{1,2})", "d": r"(?P<d>\p{Nd}{1,2})", "H": r"(?P<H>\p{Nd}{1,2})",
-    "k": r"(?P<H>\p{Nd}{1,2})", "h": r"(?P<h>\p{Nd}{1,2})", "K": r"(?P<h>\p{Nd}{1,2})",
-    "m": r"(?P<m>\p{Nd}{1,2})", "s": r"(?P<s>\p{Nd}{1,2})", "S": r"(?P<S>\p{Nd}{1,9})",
-    "a": r"(?P<a>[AaPp][Mm])", "D": r"(?P<D>\p{Nd}{1,3})",
-    "Z": r"(?P<Z>Z|[+-]\p{Nd}{2}:?\p{Nd}{2})", "E": r"[A-Za-z]+",
-}
-_MONTH_NAMES = {name: i + 1 for i, name in enumerate(
-    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])}
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # RE2 would print each refused pattern on the server's stderr
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_GROUP_NAME = re.compile(r"\(\?P<(\w+)>")
-
-
-@lru_cache(maxsize=256)
-def _joda_regex(pattern: str) -> Any:
-    """A Joda pattern as a compiled RE2 regex, or None for a pattern Hive could not use.
-
-    RE2, not `re`: the client writes the pattern, and `E` (and `MMM`) are repeatable letter runs,
-    so `E'a'E'a'...'b'` made `re` backtrack exponentially on every record value (10 pairs on 40
-    letters: 2.5 s of the server's interpreter per value). RE2 matches in time linear in the value
-    and picks the same groups as `re` did (leftmost-first submatches)."""
-    regex: list[str] = []
-    fields: set[str] = set()
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "'":
-            end = pattern.find("'", i + 1)
-            if end < 0:
-                return None
-            regex.append(re.escape(pattern[i + 1 : end] or "'"))
-            i = end + 1
-            continue
-        count = 1
-        while i + count < len(pattern) and pattern[i + count] == char:
-            count += 1
-        i += count
-        if not char.isalpha():
-            regex.append(re.escape(char * count))
-            continue
-        field = r"(?P<MMM>[A-Za-z]+)" if char == "M" and count >= 3 else _JODA_FIELDS.get(char)
-        if field is None:
-            return None
-        name = _GROUP_NAME.match(field)
-        if name:
-            if name[1] in fields:  # a field given twice (`re` refused the repeated group name)
-                return None
-            fields.add(name[1])
-        regex.append(field)
-    try:
-        return re2.compile("".join(regex), _RE2_OPTIONS)
-    except (re2.error, UnicodeEncodeError):  # a lone surrogate: RE2 reads UTF-8
-        return None
-
-
-def _joda_parse(pattern: str, text: str) -> datetime | None:
-    compiled = _joda_regex(pattern)
-    if compiled is None:
-        return None
-    try:
-        match = compiled.fullmatch(text)
-    except UnicodeEncodeError:  # RE2 reads UTF-8, which has no lone surrogate: one U+FFFD each
-        match = compiled.fullmatch(_LONE_SURROGATE.sub("\ufffd", text))
-    if not match:
-        return None
-    parts = match.groupdict()
-    try:
-        month = _MONTH_NAMES[parts["MMM"][:3].lower()] if parts.get("MMM") else int(parts.get("M") or 1)
-        hour = int(parts.get("H") or 0)
-        if parts.get("h") is not None:
-            hour = int(parts["h"]) % 12 + (12 if (parts.get("a") or "").lower() == "pm" else 0)
-        result = datetime(int(parts.get("y") or 1970), month, int(parts.get("d") or 1), hour,
-                          int(parts.get("m") or 0), int(parts.get("s") or 0),
-                          int((parts.get("S") or "0").ljust(9, "0")[:6]), tzinfo=timezone.utc)
-        if parts.get("D"):
-            result = result.replace(month=1, day=1) + timedelta(days=int(parts["D"]) - 1)
-        zone = parts.get("Z")
-        if zone and zone != "Z":
-            sign = -1 if zone[0] == "-" else 1
-            digits = zone[1:].replace(":", "")
-            result -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-        return result
-    except (KeyError, ValueError, OverflowError):
-        return None
 
 
 # --------------------------------------------------------------------- record parsing

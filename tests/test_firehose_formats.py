@@ -21,7 +21,7 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 
-from firehose import compression, conversion
+from firehose import compression, conversion, hive_types, json_timestamps
 
 # Compressible, more than two 32 KiB blocks, and not a multiple of the block size.
 PAYLOAD = b"".join(json.dumps({"seq": i, "page": f"/p/{i % 7}"}).encode() + b"\n" for i in range(3000))
@@ -386,8 +386,8 @@ def test_partitioned_parquet_directory_reads_as_one_dataset(tmp_path):
 def test_unsupported_column_types_are_rejected():
     for bad in ("uniontype<int,string>", "array<int", "struct<a>", "struct<a:int", "map<string>", "nope", "int>"):
         with pytest.raises(ValueError):
-            conversion.hive_type(bad)
-    assert conversion.hive_type("ARRAY<STRUCT<`a-b`:DOUBLE PRECISION, c:char(3)>>") == pa.list_(
+            hive_types.hive_type(bad)
+    assert hive_types.hive_type("ARRAY<STRUCT<`a-b`:DOUBLE PRECISION, c:char(3)>>") == pa.list_(
         pa.struct([("a-b", pa.float64()), ("c", pa.string())])
     )
 
@@ -431,7 +431,7 @@ JODA_CASES = [
 
 @pytest.mark.parametrize("pattern,text,expected", JODA_CASES)
 def test_joda_patterns(pattern, text, expected):
-    assert conversion._joda_parse(pattern, text) == (expected and expected.replace(tzinfo=timezone.utc))
+    assert json_timestamps.joda_parse(pattern, text) == (expected and expected.replace(tzinfo=timezone.utc))
 
 
 @pytest.mark.timeout(10)
@@ -439,7 +439,7 @@ def test_a_timestamp_format_cannot_backtrack_for_ever():
     """`E` is a run of letters; `E'a'` fifteen times made `re` try every split of 60 letters
     (10 pairs: 2.5 s; the delivery thread held the interpreter, so the whole server waited)."""
     hostile = "E'a'" * 15 + "'b'"
-    assert conversion._joda_parse(hostile, "a" * 60) is None
+    assert json_timestamps.joda_parse(hostile, "a" * 60) is None
     hive = {"HiveJsonSerDe": {"TimestampFormats": [hostile]}}
     body, errors = conversion.convert([b'{"t": "' + b"a" * 60 + b'"}'], dfcc(deserializer=hive),
                                       columns=[{"Name": "t", "Type": "timestamp"}])
