@@ -42,18 +42,14 @@ def check_quotas(template: dict[str, Any]) -> None:
     if len(resources) > MAX_RESOURCES:
         raise TemplateError(f"Template format error: Number of resources, {len(resources)}, is greater than "
                             f"maximum allowed, {MAX_RESOURCES}")
-    parameters = _section(template, "Parameters")
-    if len(parameters) > MAX_PARAMETERS:
-        raise TemplateError(f"Template format error: Parameter count {len(parameters)} is greater than max "
-                            f"allowed {MAX_PARAMETERS}")
-    outputs = _section(template, "Outputs")
-    if len(outputs) > MAX_OUTPUTS:
-        raise TemplateError(f"Template format error: Outputs count {len(outputs)} is greater than max allowed "
-                            f"{MAX_OUTPUTS}")
-    mappings = _section(template, "Mappings")
-    if len(mappings) > MAX_MAPPINGS:
-        raise TemplateError(f"Template format error: Mappings count {len(mappings)} is greater than max allowed "
-                            f"{MAX_MAPPINGS}")
+    # The other sections' counts share one form of message ("Parameter count 201 is greater than max
+    # allowed 200", "Outputs count ..."; the sources are in this module's docstring).
+    parameters, outputs, mappings = (_section(template, name) for name in ("Parameters", "Outputs", "Mappings"))
+    for word, section, limit in (("Parameter", parameters, MAX_PARAMETERS), ("Outputs", outputs, MAX_OUTPUTS),
+                                 ("Mappings", mappings, MAX_MAPPINGS)):
+        if len(section) > limit:
+            raise TemplateError(f"Template format error: {word} count {len(section)} is greater than max "
+                                f"allowed {limit}")
     for kind, section in (("Resource", resources), ("Parameter", parameters), ("Output", outputs),
                           ("Mapping", mappings)):
         for name in section:
