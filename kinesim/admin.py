@@ -66,7 +66,7 @@ def loaded_modules(environ: dict[str, Any], start_response: Callable) -> Iterabl
 
 def admin_app(edge: "Edge") -> "Flask":
     """The Flask app of kinesim's own routes, over the edge's services."""
-    from flask import Flask, abort, jsonify, request, send_file
+    from flask import Flask, Response, abort, jsonify, request, send_file
 
     from .functions.runtimes import runnable as runnable_runtimes
     from .webconsole import register as register_console
@@ -113,6 +113,19 @@ def admin_app(edge: "Edge") -> "Flask":
         except (orjson.JSONDecodeError, RecursionError):  # json's encoder stops at ~1000 levels
             return jsonify(message="A stack is a JSON object (nested less than 1000 levels deep)"), 400
         return jsonify(body)
+
+    # A custom resource provider's answer to CloudFormation (its request's ResponseURL).
+    @app.put("/_kinesim/cloudformation/responses/<token>")
+    def custom_resource_response(token: str):
+        from .cloudformation.custom_responses import EXPIRED, MAX_RESPONSE_BYTES
+        data = request.stream.read(MAX_RESPONSE_BYTES + 1)  # past the limit, its length is all that counts
+        while request.stream.read(65536):
+            pass
+        if not edge.cloudformation.made:  # no stack operation since the server started: no request waits
+            status, headers, body = EXPIRED
+        else:
+            status, headers, body = edge.cloudformation.service.responses.deliver(token, data)
+        return Response(body, status, headers)
 
     # The lines of a stack's last operation (one per resource, as `kinesim deploy` prints them),
     # from line `since` on, and whether it is done: `kinesim deploy` follows its deploy here.

@@ -64,6 +64,17 @@ def kinesis(server):
     return client_for(server.url)
 
 
+# Module-scoped: a test module with a server of its own gets clients of it.
+@pytest.fixture(scope="module")
+def cfn(server):
+    return client_for(server.url, "cloudformation")
+
+
+@pytest.fixture(scope="module")
+def sqs(server):
+    return client_for(server.url, "sqs")
+
+
 @pytest.fixture
 def stream_name():
     return "test-" + uuid.uuid4().hex[:12]

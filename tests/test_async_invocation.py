@@ -92,11 +92,6 @@ def lam(server):
     return client_for(server.url, "lambda")
 
 
-@pytest.fixture(scope="module")
-def sqs(server):
-    return client_for(server.url, "sqs")
-
-
 @pytest.fixture
 def make_function(lam, tmp_path):
     """A function running HANDLER; its invocations are written to the returned file."""

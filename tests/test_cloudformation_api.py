@@ -23,16 +23,6 @@ WAIT = {"Delay": 0.2, "MaxAttempts": 300}
 NO_CHANGES = "The submitted information didn't contain changes. Submit different information to create a change set."
 
 
-@pytest.fixture(scope="module")
-def cfn(server):
-    return client_for(server.url, "cloudformation")
-
-
-@pytest.fixture(scope="module")
-def sqs(server):
-    return client_for(server.url, "sqs")
-
-
 @pytest.fixture
 def name():
     return "cfn" + uuid.uuid4().hex[:10]

@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 from botocore.exceptions import ClientError
-from conftest import client_for
 
 from kinesim.cloudformation import events_api
 
@@ -16,11 +15,6 @@ WAIT = {"Delay": 0.2, "MaxAttempts": 300}
 QUEUE = "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n"
 # A change set that fails when it is computed (kinesim: at once, as CreateChangeSet answers).
 UNRESOLVED = "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties: {QueueName: !Ref Missing}\n"
-
-
-@pytest.fixture(scope="module")
-def cfn(server):
-    return client_for(server.url, "cloudformation")
 
 
 @pytest.fixture

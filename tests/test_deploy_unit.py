@@ -379,7 +379,7 @@ def test_check_names_every_problem_at_once_and_the_services_not_emulated():
     template = {"Resources": {
         "Table": {"Type": "AWS::DynamoDB::Table"},
         "Bus": {"Type": "AWS::Events::EventBus"},
-        "Hook": {"Type": "Custom::Seed"},
+        "Hook": {"Type": "Custom::Seed.Data", "Properties": {"ServiceToken": "x"}},
         "F": {"Type": "AWS::Lambda::Function", "Properties": {"Runtime": "java21", "Role": {"Ref": "Missing"}}}}}
     with pytest.raises(DeployError) as caught:
         check(template, resolver_for(template), runtimes=["python3.12", "nodejs22.x"])
@@ -387,7 +387,7 @@ def test_check_names_every_problem_at_once_and_the_services_not_emulated():
     assert lines[0] == "5 problems found before anything was created or changed:"
     assert lines[1].startswith("  resource Table: kinesim does not emulate Amazon DynamoDB: AWS::DynamoDB::Table ")
     assert lines[2].startswith("  resource Bus: kinesim does not emulate Amazon EventBridge: AWS::Events::EventBus ")
-    assert lines[3].startswith("  resource Hook: custom resource Custom::Seed is not supported")
+    assert lines[3].startswith("  Template format error: resource Hook: Invalid custom resource type Custom::Seed.Data")
     assert lines[4] == ("  Template format error: resource F, property Role: Unresolved resource dependencies [Missing] "
                         "in the Resources block of the template")
     assert lines[5].startswith("  resource F: Runtime java21 cannot run on this kinesim server (it runs python3.12, "
@@ -618,7 +618,7 @@ def test_packages_are_deterministic_and_skip_bytecode(tmp_path):
     assert package(tmp_path) == first
     assert zipfile.ZipFile(io.BytesIO(first)).namelist() == ["app.py", "pkg/mod.py"]
     inline = zipfile.ZipFile(io.BytesIO(inline_package("def handler(e, c): pass", "python3.12")))
-    assert inline.namelist() == ["index.py"]
+    assert inline.namelist() == ["index.py", "cfnresponse/__init__.py"]  # as CloudFormation zips it
     with pytest.raises(DeployError, match="inline code"):
         inline_package("x", "java21")
 

@@ -24,11 +24,6 @@ MESSAGE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 
 
 @pytest.fixture(scope="module")
-def sqs(server):
-    return client_for(server.url, "sqs")
-
-
-@pytest.fixture(scope="module")
 def sns(server):
     return client_for(server.url, "sns")
 

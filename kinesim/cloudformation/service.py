@@ -19,6 +19,7 @@ from kinesim.store import Store
 
 from . import templates
 from .account_quotas import AccountQuotas
+from .custom_responses import CustomResponses
 from .records import Records, now
 from .runner import Runner, StoreStates
 
@@ -51,6 +52,7 @@ class CloudFormationService:
         self.runtimes = runtimes
         self._clients: dict[str, Any] | None = None
         self._clients_lock = threading.Lock()
+        self.responses = CustomResponses(endpoint_url)  # custom resource providers answer here
         self.runner = Runner(self.records, self.deployer, f"{endpoint_url()}/_kinesim/health")
         self.runner.resume(self._carry_on)
 
@@ -65,7 +67,8 @@ class CloudFormationService:
     def deployer(self, name: str, echo: Callable[[str], None] = lambda line: None) -> Deployer:
         region = self.settings.region
         target = target_for(self.clients(), stack_name=name, region=region, account_id=self.settings.account_id,
-                            partition=partition_of(region), await_stack=self._await_stack)
+                            partition=partition_of(region), await_stack=self._await_stack,
+                            custom_resources=self.responses)
         return Deployer(target, StoreStates(self.records), echo, self.runtimes(), self.records.add_event,
                         self.export_value)
 

@@ -3,6 +3,7 @@ import per service module, so what a template may use is read in one place."""
 from __future__ import annotations
 
 from .cdk_resources import CdkMetadata
+from .custom_resources import CustomResource, is_custom
 from .channel_resources import KinesisChannel
 from .ecr_resources import EcrRepository
 from .event_invoke_config_resources import LambdaEventInvokeConfig
@@ -39,3 +40,8 @@ HANDLERS: dict[str, type[ResourceHandler]] = {h.type_name: h for h in (
     CdkMetadata,
     CloudFormationStack,
 )}
+
+
+def handler_class(type_name: str) -> type[ResourceHandler] | None:
+    """The handler of a resource type (custom resources' for `Custom::*`), None if unsupported."""
+    return CustomResource if is_custom(type_name) else HANDLERS.get(type_name)

@@ -258,18 +258,25 @@ def zip_files(files: Iterable[tuple[str, Path]]) -> bytes:
     return buffer.getvalue()
 
 
+# What CloudFormation puts beside inline code for custom resource providers: the cfnresponse
+# (Python) and cfn-response (Node.js) modules, "available only when you use the ZipFile property".
+_CFN_RESPONSE = Path(__file__).parent / "cfn_response"
+
+
 def inline_package(source: str, runtime: str) -> bytes:
     """Inline `ZipFile` source, zipped as CloudFormation does: into a file named index.py or
-    index.js by runtime."""
+    index.js by runtime, with the module that answers custom resource requests."""
     if runtime.startswith("python"):
-        filename = "index.py"
+        files = {"index.py": source.encode(), "cfnresponse/__init__.py": (_CFN_RESPONSE / "cfnresponse.py").read_bytes()}
     elif runtime.startswith("nodejs"):
-        filename = "index.js"
+        files = {"index.js": source.encode(),
+                 "node_modules/cfn-response/index.js": (_CFN_RESPONSE / "cfn-response.js").read_bytes()}
     else:
         raise DeployError(f"inline code (Code.ZipFile) needs a Python or Node.js runtime, not {runtime!r}")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        _add(archive, filename, source.encode(), 0o644)
+        for name, data in files.items():
+            _add(archive, name, data, 0o644)
     return buffer.getvalue()
 
 

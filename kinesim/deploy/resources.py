@@ -51,6 +51,9 @@ class Target:
     # (stack name, seconds) -> whether an operation was under way on that stack: waits for it to
     # end, up to the seconds (the server's own CloudFormation, in process). None: poll only.
     await_stack: Callable[[str, float], bool] | None = None
+    # Where custom resource providers' answers arrive (the server's CloudFormation). None: there
+    # is no ResponseURL to give, and custom resources cannot be made.
+    custom_resources: Any = None
 
 
 # The services whose clients a Target has (`lambda` is the field `lambda_`).
@@ -236,6 +239,12 @@ class ResourceHandler(ABC):
     def update(self, physical_id: str, old: dict[str, Any], new: dict[str, Any],
                attributes: dict[str, Any]) -> dict[str, Any]:
         """Change the resource in place from `old` to `new`; its attributes afterwards."""
+
+    def update_resource(self, physical_id: str, old: dict[str, Any], new: dict[str, Any],
+                        attributes: dict[str, Any]) -> Applied:
+        """`update`, for the engine: a custom resource's provider may answer an update with a new
+        physical id (a replacement, whose old resource the clean-up phase deletes)."""
+        return Applied(physical_id, self.update(physical_id, old, new, attributes))
 
     @abstractmethod
     def delete(self, physical_id: str, desired: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 class RollbackMixin:
     """The Deployer's rollback (it provides handler(), _record(), _save(), _line(), echo, target)."""
-    handler: Callable[[str], "ResourceHandler"]
+    handler: Callable[[str, str], "ResourceHandler"]
     _record: Callable[..., None]
     _save: Callable[[dict[str, Any]], None]
     _line: Callable[..., None]
@@ -63,7 +63,7 @@ class RollbackMixin:
                 self._event(state, lid, record["Type"], record.get("PhysicalResourceId"), "DELETE_IN_PROGRESS")
                 try:
                     with _about(lid, record["Type"]):
-                        self.handler(record["Type"]).delete(record["PhysicalResourceId"], record["Properties"])
+                        self.handler(record["Type"], lid).delete(record["PhysicalResourceId"], record["Properties"])
                 except DeployError as err:
                     failed.append(str(err))
                     continue
@@ -111,7 +111,7 @@ class RollbackMixin:
             return
         try:
             with _about(lid, record["Type"]):
-                self.handler(record["Type"]).delete(name, record["Properties"])
+                self.handler(record["Type"], lid).delete(name, record["Properties"])
         except DeployError:
             pass
 
@@ -133,11 +133,11 @@ class RollbackMixin:
         if record.get("Status") in ("CREATE_IN_PROGRESS", "DELETE_IN_PROGRESS") or record["Type"] != base["Type"] \
                 or record.get("PhysicalResourceId") != base["PhysicalResourceId"]:
             return False
-        return not self.handler(record["Type"]).replacement_reasons(record["Properties"], base["Properties"])
+        return not self.handler(record["Type"], "").replacement_reasons(record["Properties"], base["Properties"])
 
     def _restore(self, lid: str, base: dict[str, Any], state: dict[str, Any]) -> None:
         record = state["Resources"].get(lid)
-        handler = self.handler(base["Type"])
+        handler = self.handler(base["Type"], lid)
         with _about(lid, base["Type"]):
             if record is None:
                 self._check_code_at_hand(handler, base["Properties"], None)

@@ -32,7 +32,8 @@ from typing import Any, Callable, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .intrinsics import Resolver, pseudo_parameters
-from .handlers import HANDLERS
+from .custom_resources import CustomResource, is_custom, masked
+from .handlers import HANDLERS, handler_class
 from .plan import _about, _as_found, _canonical, _now, creation_order, decide, deletion_order, name_of
 from .resources import ResourceHandler, Target
 from .rules import check_rules
@@ -126,13 +127,17 @@ class Deployer(RollbackMixin):
         self.state: dict[str, Any] = {}  # the stack being deployed or deleted
         self.cancelled = False  # CancelUpdateStack: the deploy stops before its next resource and rolls back
         self._stack_status = ""  # the last stack status an event was given for
+        self.secrets: set[str] = set()  # what custom resources answered with NoEcho: shown as *****
 
-    def handler(self, type_name: str) -> ResourceHandler:
-        if type_name not in self.handlers:
-            if type_name not in HANDLERS:
+    def handler(self, type_name: str, lid: str = "") -> ResourceHandler:
+        """The handler of a resource type; a custom resource's is its own (its requests name it)."""
+        key = f"{type_name} {lid}" if is_custom(type_name) else type_name
+        if key not in self.handlers:
+            if handler_class(type_name) is None:
                 raise DeployError(f"type {type_name} recorded in the stack is not supported any more")
-            self.handlers[type_name] = HANDLERS[type_name](self.target)
-        return self.handlers[type_name]
+            self.handlers[key] = CustomResource(self.target, type_name, lid, self.state.get("StackId", "")) \
+                if is_custom(type_name) else HANDLERS[type_name](self.target)
+        return self.handlers[key]
 
     def _save(self, state: dict[str, Any]) -> None:
         self.store.put(self.target.stack_name, state)
@@ -152,7 +157,7 @@ class Deployer(RollbackMixin):
         if reason:
             event["ResourceStatusReason"] = reason
         if properties is not None:
-            event["ResourceProperties"] = json.dumps(properties)
+            event["ResourceProperties"] = json.dumps(masked(properties, self.secrets))
         self.events(event)
 
     # deploy
@@ -264,7 +269,7 @@ class Deployer(RollbackMixin):
                 self._discard_half_made(lid, record)
             elif record.get("Status") == "DELETE_IN_PROGRESS":
                 with _about(lid, record["Type"]):
-                    self.handler(record["Type"]).delete(record["PhysicalResourceId"], record["Properties"])
+                    self.handler(record["Type"], lid).delete(record["PhysicalResourceId"], record["Properties"])
             if record.get("Status") in ("CREATE_IN_PROGRESS", "DELETE_IN_PROGRESS"):
                 del state["Resources"][lid]
                 self._save(state)
@@ -274,7 +279,7 @@ class Deployer(RollbackMixin):
     def _apply(self, lid: str, prepared: Prepared, state: dict[str, Any]) -> None:
         resource = prepared.template["Resources"][lid]
         type_name = resource["Type"]
-        handler = self.handler(type_name)
+        handler = self.handler(type_name, lid)
         record = state["Resources"].get(lid)
         note = ""
         with _about(lid, type_name):
@@ -291,7 +296,13 @@ class Deployer(RollbackMixin):
                 self._keep_code(handler, record, desired)
                 old = _as_found(record, desired)
                 self._record(state, lid, {**record, **base, "Status": "UPDATE_IN_PROGRESS", "Target": desired})
-                attributes = handler.update(physical_id, old, desired, record["Attributes"])
+                applied = handler.update_resource(physical_id, old, desired, record["Attributes"])
+                if applied.physical_id != physical_id:
+                    # A custom resource's provider answered with a new resource: the old one is
+                    # deleted in the clean-up phase, as a replacement's is.
+                    state.setdefault("Cleanup", []).append({"LogicalId": lid, **record})
+                    physical_id, note = applied.physical_id, " (the provider replaced it)"
+                attributes = applied.attributes
             else:
                 named = desired.get(handler.name_property) if handler.name_property else None
                 if named is None and handler.name_property:
@@ -306,6 +317,10 @@ class Deployer(RollbackMixin):
                 physical_id, attributes = applied.physical_id, applied.attributes
                 self._event(state, lid, type_name, physical_id, "CREATE_IN_PROGRESS", CREATION_INITIATED)
         prepared.resolver.known(lid, physical_id, attributes)
+        no_echo = getattr(handler, "no_echo", False) if action != "unchanged" else bool((record or {}).get("NoEcho"))
+        if no_echo:
+            base["NoEcho"] = True
+            self.secrets.update(v for v in attributes.values() if isinstance(v, str))
         self._record(state, lid, {**base, "PhysicalResourceId": physical_id, "Properties": desired,
                                   "Attributes": attributes, "Name": (record or {}).get("Name") if action in (
                                       "update", "unchanged") else named})
@@ -326,7 +341,7 @@ class Deployer(RollbackMixin):
         name, or for types without one (two mappings of one stream and function conflict), it is
         deleted first."""
         retained = resource.get("UpdateReplacePolicy") == "Retain"
-        old_handler = self.handler(record["Type"])
+        old_handler = self.handler(record["Type"], lid)
         if retained:
             state.setdefault("Cleanup", []).append({"LogicalId": lid, "Retain": True, **record})
             return f"; {record['PhysicalResourceId']} retained (UpdateReplacePolicy)"
@@ -391,7 +406,7 @@ class Deployer(RollbackMixin):
             self._save(state)
 
     def _delete_resource(self, lid: str, record: dict[str, Any], note: str = "") -> None:
-        handler = self.handler(record["Type"])
+        handler = self.handler(record["Type"], lid)
         if record.get("DeletionPolicy") == "Retain":
             self._line("retained", lid, record["Type"], record["PhysicalResourceId"])
             return
@@ -431,7 +446,8 @@ class Deployer(RollbackMixin):
             try:
                 if not entry.get("Retain"):
                     with _about(entry["LogicalId"], entry["Type"]):
-                        self.handler(entry["Type"]).delete(entry["PhysicalResourceId"], entry["Properties"])
+                        self.handler(entry["Type"], entry["LogicalId"]).delete(entry["PhysicalResourceId"],
+                                                                               entry["Properties"])
             except (DeployError, ClientError, BotoCoreError) as err:
                 failures[entry["LogicalId"]] = err if isinstance(err, DeployError) else DeployError(str(err))
                 continue
@@ -442,7 +458,7 @@ class Deployer(RollbackMixin):
             if lid in kept:
                 kept.update(record.get("DependsOn", []))
                 continue
-            handler = self.handler(record["Type"])
+            handler = self.handler(record["Type"], lid)
             if record.get("DeletionPolicy") == "Retain":
                 action = "retained"
             elif record.get("PhysicalResourceId"):
@@ -477,7 +493,7 @@ class Deployer(RollbackMixin):
             if output.get("Condition") is not None and not prepared.resolver.condition(output["Condition"]):
                 continue
             with _about(f"output {key}", None):
-                entry = {"OutputValue": prepared.resolver.resolve(output.get("Value"))}
+                entry = {"OutputValue": masked(prepared.resolver.resolve(output.get("Value")), self.secrets)}
                 if "Description" in output:
                     entry["Description"] = prepared.resolver.resolve(output["Description"])
                 if isinstance(output.get("Export"), dict):

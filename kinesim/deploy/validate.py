@@ -17,7 +17,8 @@ import fnmatch
 from functools import cache
 from typing import Any, Callable
 
-from .handlers import HANDLERS
+from .custom_resources import check_type_name, is_custom
+from .handlers import HANDLERS, handler_class
 from .intrinsics import Resolver
 from .resources import ResourceHandler, schema_attributes
 from .template import DeployError, TemplateError
@@ -67,8 +68,10 @@ def check(template: dict[str, Any], resolver: Resolver, runtimes: list[str] | No
             continue
         before = len(problems.found)
         type_name = resources[lid]["Type"]
-        if type_name not in HANDLERS:
+        if handler_class(type_name) is None:
             problems.add(DeployError(unsupported_type(lid, type_name)))
+        elif is_custom(type_name) and check_type_name(type_name):
+            problems.add(TemplateError(f"Template format error: resource {lid}: {check_type_name(type_name)}"))
         found: set[str] = set()
         for prop, value in (resources[lid].get("Properties") or {}).items():
             found |= _checked_references(resolver.references(value), resources, included,
@@ -126,9 +129,6 @@ def _checked_references(refs: Any, resources: dict[str, Any], included: set[str]
 
 def unsupported_type(lid: str, type_name: str) -> str:
     parts = type_name.split("::")
-    if parts[0] == "Custom" or type_name == "AWS::CloudFormation::CustomResource":
-        return (f"resource {lid}: custom resource {type_name} is not supported by kinesim deploy (its provider is "
-                "a Lambda function or SNS topic that CloudFormation calls; kinesim does not)")
     service = parts[1] if len(parts) == 3 and parts[0] == "AWS" else None
     emulated = {t.split("::")[1] for t in HANDLERS}
     if service and service not in emulated:
@@ -186,7 +186,7 @@ def _check_properties(resources: dict[str, Any], included: set[str], dependencie
     standin = Resolver(resolver.template, resolver.parameters, resolver.pseudo, resolver.imports)
     region, account = resolver.pseudo["AWS::Region"], resolver.pseudo["AWS::AccountId"]
     for lid in included:
-        handler = HANDLERS[resources[lid]["Type"]]
+        handler = handler_class(resources[lid]["Type"])
         service = resources[lid]["Type"].split("::")[1].lower()
         attributes = {a: (f"arn:{resolver.pseudo['AWS::Partition']}:{service}:{region}:{account}:{lid.lower()}"
                           if a.endswith("Arn") else lid.lower()) for a in handler.attributes}

@@ -23,8 +23,10 @@ import { LineSink, openChannel } from './channel.mjs';
 import { intoError, runtimeError, toResponse } from './errors.mjs';
 import { STREAMING, loadHandler } from './loader.mjs';
 import { syncHooks } from './node_path_hooks.mjs';
+import { routeResponses } from './response_route.mjs';
 
 const { receive, send } = openChannel(Number(process.argv[2]));
+routeResponses(process.env.AWS_ENDPOINT_URL);
 const OUTPUT = Number(process.argv[3]);
 const RUNTIME = (process.env.AWS_EXECUTION_ENV || '').replace(/^AWS_Lambda_/, '');
 const RUNTIME_MAJOR = Number((RUNTIME.match(/^nodejs(\d+)/) || [])[1] || process.versions.node.split('.')[0]);
