@@ -70,8 +70,10 @@ class Edge(Services):
         # While clients call, a request of its own every second (see pool_keeper); started by `serve`.
         self.keeper = pool_keeper.PoolKeeper((settings.local_host, settings.port), settings.local_authority)
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
-        # The temporary credentials STS issues are accepted too, until they expire.
-        self.verifier = None if secrets is None else sigv4.Verifier(ChainMap(self.sts.credentials, secrets))
+        # The temporary credentials STS issues are accepted too, until they expire, and IAM users'
+        # Active access keys.
+        self.verifier = None if secrets is None else sigv4.Verifier(
+            ChainMap(self.sts.credentials, secrets, self.principals.secrets))
 
     # WSGI entry point
 

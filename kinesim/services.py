@@ -74,6 +74,7 @@ class Services:
         self._sns = Lazy(self._make_sns)
         self._sts = Lazy(self._make_sts)
         self._iam = Lazy(self._make_iam)
+        self._principals = Lazy(self._make_principals)
         # The query-protocol services, by the name requests to them are signed for.
         self.query_apps: dict[str, Any] = {"sns": LazyApp(Lazy(self._make_sns_app)),
                                            "sts": LazyApp(Lazy(self._make_sts_app)),
@@ -126,6 +127,11 @@ class Services:
     @property
     def iam(self) -> Any:
         return self._iam.get()
+
+    @property
+    def principals(self) -> Any:
+        """IAM's users' keys and roles, for STS and --verify-signatures (without making IAM)."""
+        return self._principals.get()
 
     def _resume(self) -> None:
         """Make, in the background, the services that have work to carry on after a restart: the
@@ -214,7 +220,7 @@ class Services:
 
     def _make_sts(self) -> Any:
         from .sts.service import StsService
-        return StsService(self.settings, self.store)
+        return StsService(self.settings, self.store, self.principals)
 
     def _make_sts_app(self) -> Any:
         from .sts.api import sts_app
@@ -223,6 +229,10 @@ class Services:
     def _make_iam(self) -> Any:
         from .iam.service import IamService
         return IamService(self.settings, self.store)
+
+    def _make_principals(self) -> Any:
+        from .iam.principals import Principals
+        return Principals(self.store, self.settings.account_id)
 
     def _make_iam_app(self) -> Any:
         from .iam.api import iam_app

@@ -310,7 +310,7 @@ def test_users_access_keys_and_groups(iam):
 
 def test_what_is_not_emulated_says_so(iam):
     with pytest.raises(ClientError) as e:
-        iam.create_instance_profile(InstanceProfileName=name("profile"))
+        iam.create_login_profile(UserName=name("user"), Password="a-Password-1")
     assert error(e)[0::2] == ("NotImplemented", 501)
 
 

@@ -1,6 +1,8 @@
 """STS through boto3: who the caller is, AssumeRole and GetSessionToken, AWS's refusals (texts of
 LocalStack's recordings of AWS, test_sts.py), and the issued credentials at work: accepted by a
-`--verify-signatures` server for every service, across a restart, and no longer once expired."""
+`--verify-signatures` server for every service, across a restart, and no longer once expired.
+IAM's identities: a user's access key is the user (and signs requests while Active), a role IAM
+has is assumed with its RoleId and MaxSessionDuration."""
 from __future__ import annotations
 
 import time
@@ -134,33 +136,38 @@ def test_actions_kinesim_lacks(sts):
     assert (code, status) == ("NotImplemented", 501) and "GetFederationToken" in message
 
 
-def test_issued_credentials_are_accepted_when_signatures_are_verified(tmp_path_factory):
+@pytest.fixture(scope="module")
+def verifying(tmp_path_factory):
+    """A server of the module's own that checks signatures (AKIDROOT:root-secret configured)."""
     proc = start_server(tmp_path_factory, verify_signatures=True, credentials=["AKIDROOT:root-secret"])
-    try:
-        root = {"AccessKeyId": "AKIDROOT", "SecretAccessKey": "root-secret"}
-        creds = client_with(proc.url, "sts", root).assume_role(RoleArn=ROLE, RoleSessionName="cdk")["Credentials"]
-        for service in ("kinesis", "ssm", "sns", "sqs"):  # JSON and query protocols
-            client = client_with(proc.url, service, creds)
-            {"kinesis": lambda: client.list_streams(), "ssm": lambda: client.describe_parameters(),
-             "sns": lambda: client.list_topics(), "sqs": lambda: client.list_queues()}[service]()
-        s3 = client_with(proc.url, "s3", creds, s3={"addressing_style": "path"})
-        s3.create_bucket(Bucket="assumed-bucket")
-        assert client_with(proc.url, "ssm", creds).put_parameter(Name="p", Value="v", Type="String")["Version"] == 1
-        # A wrong secret for an issued key is refused, as any other.
-        with pytest.raises(ClientError) as e:
-            client_with(proc.url, "ssm", {**creds, "SecretAccessKey": "wrong"}).describe_parameters()
-        assert error(e)[0] == "InvalidSignatureException"
-        proc.kill()
-        proc.start()  # issued credentials are kept until they expire
-        assert client_with(proc.url, "sts", creds).get_caller_identity()["Arn"] == \
-            f"arn:aws:sts::{ACCOUNT}:assumed-role/deployer/cdk"
-        assert client_with(proc.url, "ssm", creds).get_parameter(Name="p")["Parameter"]["Value"] == "v"
-        with pytest.raises(ClientError) as e:
-            client_with(proc.url, "ssm", {"AccessKeyId": "ASIANEVERISSUED0000", "SecretAccessKey": "x"}) \
-                .describe_parameters()
-        assert error(e)[0] == "UnrecognizedClientException"
-    finally:
-        proc.stop()
+    yield proc
+    proc.stop()
+
+
+def test_issued_credentials_are_accepted_when_signatures_are_verified(verifying):
+    proc = verifying
+    root = {"AccessKeyId": "AKIDROOT", "SecretAccessKey": "root-secret"}
+    creds = client_with(proc.url, "sts", root).assume_role(RoleArn=ROLE, RoleSessionName="cdk")["Credentials"]
+    for service in ("kinesis", "ssm", "sns", "sqs"):  # JSON and query protocols
+        client = client_with(proc.url, service, creds)
+        {"kinesis": lambda: client.list_streams(), "ssm": lambda: client.describe_parameters(),
+         "sns": lambda: client.list_topics(), "sqs": lambda: client.list_queues()}[service]()
+    s3 = client_with(proc.url, "s3", creds, s3={"addressing_style": "path"})
+    s3.create_bucket(Bucket="assumed-bucket")
+    assert client_with(proc.url, "ssm", creds).put_parameter(Name="p", Value="v", Type="String")["Version"] == 1
+    # A wrong secret for an issued key is refused, as any other.
+    with pytest.raises(ClientError) as e:
+        client_with(proc.url, "ssm", {**creds, "SecretAccessKey": "wrong"}).describe_parameters()
+    assert error(e)[0] == "InvalidSignatureException"
+    proc.kill()
+    proc.start()  # issued credentials are kept until they expire
+    assert client_with(proc.url, "sts", creds).get_caller_identity()["Arn"] == \
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/deployer/cdk"
+    assert client_with(proc.url, "ssm", creds).get_parameter(Name="p")["Parameter"]["Value"] == "v"
+    with pytest.raises(ClientError) as e:
+        client_with(proc.url, "ssm", {"AccessKeyId": "ASIANEVERISSUED0000", "SecretAccessKey": "x"}) \
+            .describe_parameters()
+    assert error(e)[0] == "UnrecognizedClientException"
 
 
 def test_expired_credentials_are_forgotten(tmp_path):
@@ -192,3 +199,86 @@ def test_an_error_quoting_what_xml_cannot_carry_is_still_xml(server):
     assert error(e) == ("ValidationError", "1 validation error detected: Value 'bad\ufffdname' at 'roleSessionName' "
                                            "failed to satisfy constraint: Member must satisfy regular expression "
                                            "pattern: [\\w+=,.@-]*", 400)
+
+
+# IAM's users and roles: the identities STS answers for them
+
+
+def _iam_user_with_key(iam, prefix: str) -> tuple[dict, dict]:
+    import uuid
+    user = iam.create_user(UserName=f"{prefix}-{uuid.uuid4().hex[:8]}", Path="/people/")["User"]
+    return user, iam.create_access_key(UserName=user["UserName"])["AccessKey"]
+
+
+def test_an_iam_users_key_is_the_user(server, sts):
+    iam = client_for(server.url, "iam")
+    user, key = _iam_user_with_key(iam, "caller")
+    as_user = client_with(server.url, "sts", key)
+    identity = as_user.get_caller_identity()
+    assert (identity["Arn"], identity["UserId"], identity["Account"]) == (user["Arn"], user["UserId"], ACCOUNT)
+    assert identity["Arn"] == f"arn:aws:iam::{ACCOUNT}:user/people/{user['UserName']}"
+    assert identity["UserId"].startswith("AIDA")
+    # The user's session credentials are the user's too.
+    session = as_user.get_session_token(DurationSeconds=900)["Credentials"]
+    assert client_with(server.url, "sts", session).get_caller_identity()["Arn"] == user["Arn"]
+    assert sts.get_access_key_info(AccessKeyId=key["AccessKeyId"])["Account"] == ACCOUNT
+
+
+def test_assuming_a_role_iam_has(server, sts):
+    import json
+    import uuid
+    iam = client_for(server.url, "iam")
+    name = f"assumable-{uuid.uuid4().hex[:8]}"
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": ACCOUNT},
+                                                     "Action": "sts:AssumeRole"}]}
+    role = iam.create_role(RoleName=name, Path="/app/", AssumeRolePolicyDocument=json.dumps(trust),
+                           MaxSessionDuration=7200)["Role"]
+    answer = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="build-7", DurationSeconds=7200)
+    user = answer["AssumedRoleUser"]
+    # LocalStack's recording of AWS (test_assume_role): "<role-id>:<session>", no path in the ARN.
+    assert user == {"AssumedRoleId": f"{role['RoleId']}:build-7",
+                    "Arn": f"arn:aws:sts::{ACCOUNT}:assumed-role/{name}/build-7"}
+    identity = client_with(server.url, "sts", answer["Credentials"]).get_caller_identity()
+    assert (identity["Arn"], identity["UserId"]) == (user["Arn"], user["AssumedRoleId"])
+    with pytest.raises(ClientError) as e:
+        sts.assume_role(RoleArn=role["Arn"], RoleSessionName="long", DurationSeconds=7201)
+    assert error(e) == ("ValidationError", "The requested DurationSeconds exceeds the MaxSessionDuration set for "
+                                           "this role.", 400)
+    # Not the role under another path: a role IAM lacks, assumed as before (an id of its ARN).
+    elsewhere = sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{name}", RoleSessionName="s2")
+    assert not elsewhere["AssumedRoleUser"]["AssumedRoleId"].startswith(role["RoleId"])
+
+
+def test_iam_access_keys_sign_requests_when_signatures_are_verified(verifying):
+    proc = verifying
+    root = {"AccessKeyId": "AKIDROOT", "SecretAccessKey": "root-secret"}
+    iam = client_with(proc.url, "iam", root)
+    user, key = _iam_user_with_key(iam, "signer")
+    assert client_with(proc.url, "sts", key).get_caller_identity()["Arn"] == user["Arn"]
+    client_with(proc.url, "kinesis", key).list_streams()
+    client_with(proc.url, "s3", key, s3={"addressing_style": "path"}).create_bucket(Bucket="iam-user-bucket")
+    assert client_with(proc.url, "iam", key).get_user(UserName=user["UserName"])["User"]["UserId"] == \
+        user["UserId"]
+    with pytest.raises(ClientError) as e:
+        client_with(proc.url, "sts", {**key, "SecretAccessKey": "wrong"}).get_caller_identity()
+    assert error(e)[0::2] == ("SignatureDoesNotMatch", 403)
+
+    def refusals() -> list[tuple[str, str, int]]:
+        out = []
+        for service, call in (("sts", lambda c: c.get_caller_identity()), ("iam", lambda c: c.list_users()),
+                              ("kinesis", lambda c: c.list_streams()), ("s3", lambda c: c.list_buckets())):
+            with pytest.raises(ClientError) as e:
+                call(client_with(proc.url, service, key, s3={"addressing_style": "path"}))
+            out.append(error(e))
+        return out
+
+    # AWS's answers to a key it does not take: an Inactive one and a deleted one alike.
+    unknown = [("InvalidClientTokenId", "The security token included in the request is invalid.", 403)] * 2 + [
+        ("UnrecognizedClientException", "The security token included in the request is invalid.", 400),
+        ("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.", 403)]
+    iam.update_access_key(UserName=user["UserName"], AccessKeyId=key["AccessKeyId"], Status="Inactive")
+    assert refusals() == unknown
+    iam.update_access_key(UserName=user["UserName"], AccessKeyId=key["AccessKeyId"], Status="Active")
+    assert client_with(proc.url, "sts", key).get_caller_identity()["UserId"] == user["UserId"]
+    iam.delete_access_key(UserName=user["UserName"], AccessKeyId=key["AccessKeyId"])
+    assert refusals() == unknown

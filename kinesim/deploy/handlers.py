@@ -8,6 +8,8 @@ from .channel_resources import KinesisChannel
 from .ecr_resources import EcrRepository
 from .event_invoke_config_resources import LambdaEventInvokeConfig
 from .firehose_resources import FirehoseDeliveryStream
+from .iam_principal_resources import (IamAccessKey, IamGroup, IamInstanceProfile, IamUser,
+                                      IamUserToGroupAddition)
 from .iam_resources import IamManagedPolicy, IamPolicy, IamRole
 from .kinesis_resources import KinesisStream, KinesisStreamConsumer
 from .lambda_resources import EventSourceMapping, LambdaFunction
@@ -36,6 +38,7 @@ HANDLERS: dict[str, type[ResourceHandler]] = {h.type_name: h for h in (
     SqsQueue, SqsQueuePolicy,
     SsmParameter,
     IamRole, IamPolicy, IamManagedPolicy,
+    IamUser, IamGroup, IamAccessKey, IamUserToGroupAddition, IamInstanceProfile,
     EcrRepository,
     CdkMetadata,
     CloudFormationStack,

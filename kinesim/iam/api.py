@@ -13,6 +13,6 @@ MAX_REQUEST_BYTES = 1024 * 1024
 
 def iam_app(service: IamService) -> QueryApp:
     return QueryApp("iam", service, "iam", MAX_REQUEST_BYTES,
-                    "roles, users, groups, access keys, managed and inline policies are what it has (no "
-                    "instance profiles, login profiles, MFA, SAML/OIDC providers, certificates or policy "
-                    "simulation); policies are stored, not enforced")
+                    "roles, users, groups, access keys, instance profiles, managed and inline policies are what "
+                    "it has (no login profiles, MFA, SAML/OIDC providers, certificates or policy simulation); "
+                    "policies are stored, not enforced")

@@ -1,5 +1,5 @@
-"""Groups and their members: CreateGroup ... DeleteGroup, AddUserToGroup, RemoveUserFromGroup,
-ListGroupsForUser. Their inline and attached policies are `entity_policies.py`'s.
+"""Groups and their members: CreateGroup ... UpdateGroup ... DeleteGroup, AddUserToGroup,
+RemoveUserFromGroup, ListGroupsForUser. Their inline and attached policies are `entity_policies.py`'s.
 
 A group record: `{GroupName, GroupId, Arn, Path, CreateDate, Users (names), InlinePolicies,
 AttachedPolicies}`.
@@ -26,6 +26,7 @@ class Groups:
         self.users = users
         self.entity_policies = EntityPolicies(self.table, KIND, policies)
         users.groups_of = self.groups_of
+        users.member_renamed = self._member_renamed
 
     def group(self, name: str) -> dict[str, Any]:
         return self.entity_policies.entity(name)
@@ -61,6 +62,23 @@ class Groups:
         user = self.users.user(p["UserName"])
         listed = [self.answer(g) for g in self.groups_of(user["UserName"])]
         return page(listed, p, lambda g: g["GroupName"].lower(), "Groups")
+
+    def _member_renamed(self, old: str, new: str) -> None:
+        for group in self.groups_of(old):
+            group["Users"] = [new if u.lower() == old.lower() else u for u in group["Users"]]
+            self.table.put(group["GroupName"], group)
+
+    def update_group(self, p: dict[str, Any]) -> None:
+        """A new path or name: the group keeps its id, policies and members; its ARN follows."""
+        group = self.group(p["GroupName"])
+        old_name, name = group["GroupName"], p.get("NewGroupName") or group["GroupName"]
+        if name.lower() != old_name.lower() and self.table.get(name) is not None:
+            raise already_exists(f"Group with name {name} already exists.")
+        group["GroupName"], group["Path"] = name, p.get("NewPath") or group["Path"]
+        group["Arn"] = arn(self.partition, self.account, "group", group["Path"], name)
+        if name != old_name:
+            self.table.delete(old_name)
+        self.table.put(name, group)
 
     def delete_group(self, p: dict[str, Any]) -> None:
         group = self.group(p["GroupName"])

@@ -4,15 +4,16 @@ tags. Their inline and attached policies are `entity_policies.py`'s.
 A role record: `{RoleName, RoleId, Arn, Path, CreateDate, AssumeRolePolicyDocument (the text
 sent), Description, MaxSessionDuration, PermissionsBoundary, Tags, InlinePolicies,
 AttachedPolicies}`. kinesim records no use of a role, so GetRole's RoleLastUsed is empty, as AWS's
-is for a role never used.
+is for a role never used. A role held by an instance profile (`instance_profiles.py`) cannot be
+deleted.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from . import documents
 from .entity_policies import EntityKind, EntityPolicies
-from .errors import already_exists
+from .errors import already_exists, delete_conflict
 from .policies import Policies
 from .records import Table, arn, merged_tags, now, page, under_path, unique_id, without_tags
 
@@ -29,6 +30,8 @@ class Roles:
         self.partition = partition
         self.policies = policies
         self.entity_policies = EntityPolicies(self.table, KIND, policies)
+        # The instance profiles holding a role (instance_profiles.py keeps them).
+        self.in_instance_profile: Callable[[str], list[dict[str, Any]]] = lambda role_name: []
 
     def role(self, name: str) -> dict[str, Any]:
         return self.entity_policies.entity(name)
@@ -87,6 +90,8 @@ class Roles:
 
     def delete_role(self, p: dict[str, Any]) -> None:
         role = self.role(p["RoleName"])
+        if self.in_instance_profile(role["RoleName"]):
+            raise delete_conflict("Cannot delete entity, must remove roles from instance profile first.")
         self.entity_policies.check_deletable(role)
         self.table.delete(role["RoleName"])
 

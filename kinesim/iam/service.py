@@ -16,6 +16,7 @@ from kinesim.protocol.validation import ModelValidator
 from kinesim.store import Store
 
 from .groups import Groups
+from .instance_profiles import InstanceProfiles
 from .policies import Policies
 from .roles import Roles
 from .users import Users
@@ -32,6 +33,7 @@ class IamService:
         self.roles = Roles(store, account, partition, self.policies)
         self.users = Users(store, account, partition, self.policies)
         self.groups = Groups(store, account, partition, self.policies, self.users)
+        self.instance_profiles = InstanceProfiles(store, account, partition, self.roles)
         roles, policies, users, groups = self.roles, self.policies, self.users, self.groups
         self.operations: dict[str, Operation] = {
             **_named(roles, "create_role", "get_role", "list_roles", "delete_role", "update_role",
@@ -41,13 +43,18 @@ class IamService:
             **_named(policies, "create_policy", "get_policy", "list_policies", "delete_policy", "tag_policy",
                      "untag_policy", "list_policy_tags", "get_policy_version", "list_policy_versions",
                      "create_policy_version", "delete_policy_version", "set_default_policy_version"),
-            **_named(users, "create_user", "get_user", "list_users", "delete_user", "tag_user", "untag_user",
-                     "list_user_tags", "create_access_key", "list_access_keys", "update_access_key",
-                     "delete_access_key", "get_access_key_last_used"),
+            **_named(users, "create_user", "get_user", "list_users", "update_user", "delete_user", "tag_user",
+                     "untag_user", "list_user_tags", "put_user_permissions_boundary",
+                     "delete_user_permissions_boundary", "create_access_key", "list_access_keys",
+                     "update_access_key", "delete_access_key", "get_access_key_last_used"),
             **_entity_policies(users.entity_policies, "User"),
-            **_named(groups, "create_group", "get_group", "list_groups", "list_groups_for_user", "delete_group",
-                     "add_user_to_group", "remove_user_from_group"),
+            **_named(groups, "create_group", "get_group", "list_groups", "list_groups_for_user", "update_group",
+                     "delete_group", "add_user_to_group", "remove_user_from_group"),
             **_entity_policies(groups.entity_policies, "Group"),
+            **_named(self.instance_profiles, "create_instance_profile", "get_instance_profile",
+                     "list_instance_profiles", "delete_instance_profile", "add_role_to_instance_profile",
+                     "remove_role_from_instance_profile", "list_instance_profiles_for_role",
+                     "tag_instance_profile", "untag_instance_profile", "list_instance_profile_tags"),
             "ListEntitiesForPolicy": self.list_entities_for_policy,
         }
 

@@ -1,11 +1,11 @@
-"""Users and their access keys: CreateUser ... DeleteUser, CreateAccessKey ... DeleteAccessKey.
-Their inline and attached policies are `entity_policies.py`'s; groups are `groups.py`'s.
+"""Users and their access keys: CreateUser ... UpdateUser ... DeleteUser, their permissions
+boundaries, CreateAccessKey ... DeleteAccessKey. Their inline and attached policies are
+`entity_policies.py`'s; groups are `groups.py`'s.
 
-A user record: `{UserName, UserId, Arn, Path, CreateDate, Tags, InlinePolicies,
-AttachedPolicies}`; an access key `{UserName, AccessKeyId, SecretAccessKey, Status, CreateDate}`
-(kind `iam-access-key`, by its id). The keys are stored and answered; requests signed with them
-are accepted only as any request is (kinesim checks signatures against its configured
-credentials and STS's).
+A user record: `{UserName, UserId, Arn, Path, CreateDate, PermissionsBoundary, Tags,
+InlinePolicies, AttachedPolicies}`; an access key `{UserName, AccessKeyId, SecretAccessKey, Status,
+CreateDate}` (kind `iam-access-key`, by its id). A request signed with an Active key is accepted
+by `--verify-signatures` and STS answers for it as the user (`principals.py`).
 """
 from __future__ import annotations
 
@@ -34,14 +34,17 @@ class Users:
         self.entity_policies = EntityPolicies(self.table, KIND, policies)
         # The groups a user is in (groups.py keeps the membership): a user in one cannot be deleted.
         self.groups_of: Callable[[str], list[str]] = lambda user_name: []
+        # A user renamed: groups.py renames the member (old name, new name).
+        self.member_renamed: Callable[[str, str], None] = lambda old, new: None
 
     def user(self, name: str) -> dict[str, Any]:
         return self.entity_policies.entity(name)
 
     def answer(self, user: dict[str, Any]) -> dict[str, Any]:
         out = {k: user[k] for k in ("Path", "UserName", "UserId", "Arn", "CreateDate")}
-        if user.get("Tags"):
-            out["Tags"] = user["Tags"]
+        for optional in ("PermissionsBoundary", "Tags"):
+            if user.get(optional):
+                out[optional] = user[optional]
         return out
 
     def create_user(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -50,8 +53,8 @@ class Users:
             raise already_exists(f"User with name {name} already exists.")
         user = {"UserName": name, "UserId": unique_id("AIDA"),
                 "Arn": arn(self.partition, self.account, "user", path, name),
-                "Path": path, "CreateDate": now(), "Tags": merged_tags([], p.get("Tags") or []),
-                "InlinePolicies": {}, "AttachedPolicies": []}
+                "Path": path, "CreateDate": now(), "PermissionsBoundary": _boundary(p.get("PermissionsBoundary")),
+                "Tags": merged_tags([], p.get("Tags") or []), "InlinePolicies": {}, "AttachedPolicies": []}
         self.table.put(name, user)
         return {"User": self.answer(user)}
 
@@ -66,7 +69,8 @@ class Users:
         listed = []
         for user in under_path(self.table.all(), p.get("PathPrefix")):
             out = self.answer(user)
-            out.pop("Tags", None)  # ListUsers leaves tags out, as AWS's does
+            out.pop("Tags", None)  # ListUsers leaves tags and boundaries out, as AWS's does
+            out.pop("PermissionsBoundary", None)
             listed.append(out)
         return page(listed, p, lambda u: u["UserName"].lower(), "Users")
 
@@ -78,6 +82,32 @@ class Users:
             raise delete_conflict("Cannot delete entity, must remove users from group first.")
         self.entity_policies.check_deletable(user)
         self.table.delete(user["UserName"])
+
+    def update_user(self, p: dict[str, Any]) -> None:
+        """A new path or name: the user keeps its id, policies, keys and groups; its ARN follows."""
+        user = self.user(p["UserName"])
+        old_name, name = user["UserName"], p.get("NewUserName") or user["UserName"]
+        if name.lower() != old_name.lower() and self.table.get(name) is not None:
+            raise already_exists(f"User with name {name} already exists.")
+        user["UserName"], user["Path"] = name, p.get("NewPath") or user["Path"]
+        user["Arn"] = arn(self.partition, self.account, "user", user["Path"], name)
+        if name != old_name:
+            for key in self._keys_of(old_name):
+                key["UserName"] = name
+                self.keys.put(key["AccessKeyId"], key)
+            self.member_renamed(old_name, name)
+            self.table.delete(old_name)
+        self.table.put(name, user)
+
+    def put_user_permissions_boundary(self, p: dict[str, Any]) -> None:
+        user = self.user(p["UserName"])
+        user["PermissionsBoundary"] = _boundary(p["PermissionsBoundary"])
+        self.table.put(user["UserName"], user)
+
+    def delete_user_permissions_boundary(self, p: dict[str, Any]) -> None:
+        user = self.user(p["UserName"])
+        user["PermissionsBoundary"] = None
+        self.table.put(user["UserName"], user)
 
     def tag_user(self, p: dict[str, Any]) -> None:
         user = self.user(p["UserName"])
@@ -140,3 +170,10 @@ class Users:
             raise AwsError("AccessDenied", "The access key ID you specified was not found", 403)
         # kinesim records no use of a key: AWS's answer for a key never used
         return {"UserName": key["UserName"], "AccessKeyLastUsed": {"ServiceName": "N/A", "Region": "N/A"}}
+
+
+def _boundary(boundary_arn: str | None) -> dict[str, str] | None:
+    # Recorded as given, as a role's is (roles.py).
+    if boundary_arn is None:
+        return None
+    return {"PermissionsBoundaryType": "Policy", "PermissionsBoundaryArn": boundary_arn}

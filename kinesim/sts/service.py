@@ -1,9 +1,13 @@
 """STS: who a caller is (GetCallerIdentity) and temporary credentials (AssumeRole,
 GetSessionToken), which kinesim then accepts like the configured ones (`credentials.py`).
 
-kinesim has one account and checks no permissions: any role may be assumed, and a caller whose key
-STS did not issue is the account's root user. The caller's access key id comes from the request's
-signature (`api.py` sets `CALLER` for the duration of the call).
+kinesim has one account and checks no permissions: any role may be assumed. A role IAM has is
+assumed as AWS does it (its RoleId in AssumedRoleId, its MaxSessionDuration the longest session);
+a role IAM lacks is assumed all the same, with an id derived from its ARN (AWS would refuse it with
+AccessDenied; LocalStack and moto answer, and kinesim always has). A caller whose key STS did not
+issue is the IAM user whose Active key it is (`principals`, given by the composition root), else
+the account's root user. The caller's access key id comes from the request's signature (`api.py`
+sets `CALLER` for the duration of the call).
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import math
 import re
 import string
 from contextvars import ContextVar
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from kinesim.config import Settings
 from kinesim.protocol import user_json
@@ -43,6 +47,22 @@ def _invalid_value(message: str) -> AwsError:
     return AwsError("InvalidParameterValue", message)
 
 
+class Principals(Protocol):
+    """What STS asks IAM (kinesim.iam.principals)."""
+
+    def key_identity(self, key_id: str | None) -> dict[str, str] | None: ...
+
+    def role(self, role_arn: str) -> dict[str, Any] | None: ...
+
+
+class _NoPrincipals:
+    def key_identity(self, key_id: str | None) -> dict[str, str] | None:
+        return None
+
+    def role(self, role_arn: str) -> dict[str, Any] | None:
+        return None
+
+
 def role_id(role_arn: str) -> str:
     """A role's unique id, `AROA` and 17 characters, the same for every assumption of the role."""
     digest = hashlib.sha256(role_arn.encode()).digest()
@@ -50,8 +70,9 @@ def role_id(role_arn: str) -> str:
 
 
 class StsService:
-    def __init__(self, settings: Settings, store: Store):
+    def __init__(self, settings: Settings, store: Store, principals: Principals | None = None):
         self.settings = settings
+        self.principals = principals or _NoPrincipals()
         self.validator = ModelValidator("sts")
         self.credentials = IssuedCredentials(store)
         self.operations: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -91,9 +112,13 @@ class StsService:
         """The issued credentials the request was signed with (None: the account's own)."""
         return self.credentials.lookup(CALLER.get())
 
+    def _long_term_identity(self) -> dict[str, str]:
+        """Who signs with a key STS did not issue: the IAM user whose key it is, else the root user."""
+        return self.principals.key_identity(CALLER.get()) or self.root()
+
     def get_caller_identity(self, p: dict[str, Any]) -> dict[str, Any]:
         issued = self._caller()
-        return dict(issued["identity"]) if issued else self.root()
+        return dict(issued["identity"]) if issued else self._long_term_identity()
 
     def get_access_key_info(self, p: dict[str, Any]) -> dict[str, Any]:
         issued = self.credentials.lookup(p["AccessKeyId"])
@@ -110,10 +135,13 @@ class StsService:
         if caller is not None and ":assumed-role/" in caller["identity"]["Arn"] and duration > CHAINED_MAX_S:
             raise _validation_error("The requested DurationSeconds exceeds the 1 hour session limit for roles "
                                     "assumed by role chaining.")
+        role = self.principals.role(arn)
+        if role is not None and duration > role["MaxSessionDuration"]:
+            raise _validation_error("The requested DurationSeconds exceeds the MaxSessionDuration set for this role.")
         packed = self._packed_size(p)
         account = arn.split(":")[4] or self.account
-        role_name = arn.split(":", 5)[5].rsplit("/", 1)[-1]
-        assumed_id = f"{role_id(arn)}:{session}"
+        role_name = role["RoleName"] if role else arn.split(":", 5)[5].rsplit("/", 1)[-1]
+        assumed_id = f"{role['RoleId'] if role else role_id(arn)}:{session}"
         assumed_arn = f"arn:aws:sts::{account}:assumed-role/{role_name}/{session}"
         identity = {"UserId": assumed_id, "Account": account, "Arn": assumed_arn}
         out: dict[str, Any] = {
@@ -154,5 +182,5 @@ class StsService:
         caller = self._caller()
         if caller is not None:
             raise AwsError("AccessDenied", "Cannot call GetSessionToken with session credentials", 403)
-        identity = self.root()
+        identity = self._long_term_identity()  # a user's session credentials are the user's
         return {"Credentials": self.credentials.issue(identity, p.get("DurationSeconds", 43200))}
