@@ -1,11 +1,13 @@
 """The deploy tools users already have — the SAM CLI, the AWS CLI and the AWS CDK — installed once for
 the end-to-end tests (tests/test_tool_*.py), the way a user installs them: `pip install aws-sam-cli`
 in a virtualenv of its own (it pins boto3/botocore/click versions that conflict with the project's),
-`npm install aws-cdk aws-cdk-lib constructs`. Installs go to a cache outside the work tree,
-`$XDG_CACHE_HOME/kinesim/tools/` (else `~/.cache/kinesim/tools/`), one directory per version, so a
-second run and the next session reuse them. Measured on the 2-core machine: the SAM CLI venv 50 s
-idle to 160 s under load (340 MB), the CDK 10-15 s (190 MB). A test skips with pip's or npm's own
-words only when the install cannot be done here (no registry, no node/npm, no Node.js >= 20)."""
+`npm install aws-cdk aws-cdk-lib constructs`, and the AWS CLI v2 that AWS's tutorials are written
+for as Debian packages it (`apt-get install awscli` as root, system-wide, 19 s). The others go to a
+cache outside the work tree, `$XDG_CACHE_HOME/kinesim/tools/` (else `~/.cache/kinesim/tools/`), one
+directory per version, so a second run and the next session reuse them. Measured on the 2-core
+machine: the SAM CLI venv 50 s idle to 160 s under load (340 MB), the CDK 10-15 s (190 MB). A test
+skips with pip's, npm's or apt-get's own words only when the install cannot be done here (no
+registry, no node/npm, no Node.js >= 20, not root)."""
 from __future__ import annotations
 
 import contextlib
@@ -34,6 +36,7 @@ CDK_MIN_NODE = 20  # aws-cdk-lib's "engines"
 PREFERRED_NODE = 22  # what the AWS SDK for JavaScript v3 inside the CLI needs from 2027
 
 PIP_TIMEOUT_S = 600
+APT_TIMEOUT_S = 600  # each of apt-get update and install (Debian's awscli: 19 s measured)
 REGION = "us-east-1"
 
 
@@ -118,6 +121,51 @@ def aws_cli(env: dict[str, str]) -> str:
                       f"awscli=={AWSCLI_VERSION}"], f"no working `aws` and awscli {AWSCLI_VERSION} cannot be installed",
                      PIP_TIMEOUT_S)
     return str(aws)
+
+
+def _is_v2(aws: str, env: dict[str, str]) -> bool:
+    try:
+        res = subprocess.run([aws, "--version"], capture_output=True, text=True, timeout=60, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0 and (res.stdout + res.stderr).startswith("aws-cli/2.")
+
+
+def _v2_candidates() -> list[str]:
+    """Where AWS's installer (/usr/local/bin) and Debian's package (/usr/bin) put theirs, then every
+    other `aws` on the PATH (which may put awscli v1, from pyenv or the venv, first)."""
+    dirs = ["/usr/local/bin", "/usr/bin"] + os.environ.get("PATH", "").split(os.pathsep)
+    return list(dict.fromkeys(os.path.join(d, "aws") for d in dirs if d))
+
+
+def aws_cli_v2(env: dict[str, str]) -> str:
+    """The AWS CLI v2 (the one AWS's tutorials are written for): an `aws` that says aws-cli/2., else
+    Debian's `awscli` package (v2: 2.9.19 in bookworm) from `apt-get install`, as root. Skips with
+    apt-get's own words when it cannot be installed here (not root, no apt-get, no package)."""
+    def found() -> str | None:
+        return next((c for c in _v2_candidates() if os.access(c, os.X_OK) and _is_v2(c, env)), None)
+
+    aws = found()
+    if aws:
+        return aws
+    with _locked("awscli2"):
+        aws = found()
+        if aws:
+            return aws
+        if os.geteuid() != 0 or not shutil.which("apt-get"):
+            pytest.skip("the AWS CLI v2 is missing and cannot be installed here (needs root and apt-get): "
+                        "`apt-get install awscli` (Debian 12+) or AWS's installer")
+        apt_env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        wait_for_lock = ["-o", f"DPkg::Lock::Timeout={APT_TIMEOUT_S}"]
+        _install(["apt-get", *wait_for_lock, "update"], "the AWS CLI v2 cannot be installed", APT_TIMEOUT_S,
+                 env=apt_env)
+        _install(["apt-get", *wait_for_lock, "install", "-y", "--no-install-recommends", "awscli"],
+                 "the AWS CLI v2 cannot be installed", APT_TIMEOUT_S, env=apt_env)
+        aws = found()
+        if not aws:  # an older distribution's awscli package is v1
+            pytest.skip("`apt-get install awscli` installed no AWS CLI v2 (Debian 12 and later package v2, "
+                        "older releases v1)")
+        return aws
 
 
 # --- The CDK --------------------------------------------------------------------------------------
