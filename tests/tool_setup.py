@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from kinesim.deploy import build_esbuild
 from npm_setup import NPM, NPM_TIMEOUT_S
 
 # The newest releases when these tests were written; the cache key, so a bump installs anew.
@@ -32,6 +33,8 @@ AWSCLI_VERSION = "1.46.3"  # only when no working `aws` is on the PATH or in the
 CDK_CLI_VERSION = "2.1148.1"
 CDK_LIB_VERSION = "2.276.0"
 CONSTRUCTS_VERSION = "10.8.1"
+# For NodejsFunction's local bundling (else it wants Docker): the esbuild kinesim deploy installs.
+ESBUILD_VERSION = build_esbuild.ESBUILD_VERSION
 CDK_MIN_NODE = 20  # aws-cdk-lib's "engines"
 PREFERRED_NODE = 22  # what the AWS SDK for JavaScript v3 inside the CLI needs from 2027
 
@@ -174,7 +177,7 @@ def aws_cli_v2(env: dict[str, str]) -> str:
 class Cdk:
     node: str          # a Node.js >= 20: the CLI and the app (`node app.js`) run on it
     cli: str           # node_modules/aws-cdk/bin/cdk
-    node_modules: str  # aws-cdk-lib and constructs, for the app's require() through NODE_PATH
+    node_modules: str  # aws-cdk-lib, constructs and esbuild, for the app's require() through NODE_PATH
 
 
 def _node_major(node: str) -> int | None:
@@ -205,20 +208,28 @@ def cdk_node() -> str:
 
 
 def cdk() -> Cdk:
-    """The CDK CLI, aws-cdk-lib and constructs from npm, in the tools cache (`npm install` of a
-    package.json written there: npm needs one to install into this directory and no parent)."""
+    """The CDK CLI, aws-cdk-lib, constructs and esbuild from npm, in the tools cache (`npm install` of
+    a package.json written there: npm needs one to install into this directory and no parent).
+
+    esbuild is there for NodejsFunction, which bundles locally only with an esbuild it finds (else
+    in Docker): `require('esbuild/package.json')` from aws-cdk-lib (so this node_modules, or
+    NODE_PATH) must give a 0.x version, and then it runs `npx --no-install esbuild` in the app's
+    project root (the directory of its lockfile), which finds only a node_modules/.bin/esbuild in
+    that directory or one above it. An app copied elsewhere therefore needs a package-lock.json and
+    a link to these modules: `(app / "node_modules").symlink_to(cdk().node_modules)`. (With no
+    esbuild in the workspace it would run an `esbuild` on the PATH instead.)"""
     node = cdk_node()
     if not NPM:
         pytest.skip("npm is not on the PATH: the CDK cannot be installed")
     with _locked("cdk") as home:
-        root = home / f"cdk-{CDK_CLI_VERSION}-lib-{CDK_LIB_VERSION}"
+        root = home / f"cdk-{CDK_CLI_VERSION}-lib-{CDK_LIB_VERSION}-esbuild-{ESBUILD_VERSION}"
         if not (root / ".kinesim-installed").exists():
             started = _start(root)
             root.mkdir(parents=True)
             (root / "package.json").write_text(json.dumps({
                 "name": "kinesim-test-cdk", "private": True,
                 "dependencies": {"aws-cdk": CDK_CLI_VERSION, "aws-cdk-lib": CDK_LIB_VERSION,
-                                 "constructs": CONSTRUCTS_VERSION}}, indent=2))
+                                 "constructs": CONSTRUCTS_VERSION, "esbuild": ESBUILD_VERSION}}, indent=2))
             env = {**os.environ, "PATH": f"{Path(node).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
             _install([NPM, "install", "--no-audit", "--no-fund", "--no-update-notifier"],
                      f"the CDK {CDK_CLI_VERSION} cannot be installed", NPM_TIMEOUT_S, cwd=root, env=env)

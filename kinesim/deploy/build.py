@@ -4,7 +4,9 @@ Every function whose code directory has a requirements.txt (Python) or a package
 dependencies (Node.js), and every layer with `Metadata: BuildMethod: python3.x / nodejsNN.x`, is
 built into a deployment package: its dependencies installed for its runtime and architecture,
 its own files on top (a layer's under `python/` or `nodejs/`), as sam build lays out
-`.aws-sam/build/<LogicalId>/`. The template's `CodeUri` / `Code` / `ContentUri` / `Content` is
+`.aws-sam/build/<LogicalId>/`. A Node.js function with `Metadata: BuildMethod: esbuild` is bundled
+by esbuild with its BuildProperties instead, its Handler and NODE_OPTIONS adjusted as sam build
+adjusts them (build_esbuild.py). The template's `CodeUri` / `Code` / `ContentUri` / `Content` is
 then pointed at that package (a .zip), before the SAM transform, so everything after — the
 AutoPublishAlias version hash, the upload — sees the built package as `sam deploy` does.
 
@@ -27,17 +29,20 @@ from __future__ import annotations
 import contextvars
 import copy
 import hashlib
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
 import uuid
+import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from . import build_esbuild as esbuild
 from . import build_steps as steps
 from .build_steps import BuildError
 from .intrinsics import Resolver, pseudo_parameters
@@ -85,6 +90,10 @@ class Unit:
     architecture: str
     subfolder: str  # "" for a function; python / nodejs for a layer, as sam build lays it out
     use_npm_ci: bool = False  # Metadata: BuildProperties: UseNpmCi
+    esbuild: bool = False  # Metadata: BuildMethod: esbuild
+    build_properties: dict[str, Any] = field(default_factory=dict)  # esbuild's, Sourcemap from NODE_OPTIONS too
+    handler: Any = None  # the Handler in force (the function's, else Globals')
+    node_options: Any = None  # the NODE_OPTIONS in force
 
 
 class Builder:
@@ -104,16 +113,22 @@ class Builder:
         template = copy.deepcopy(template)
         for unit in units:
             package = self.build(unit, template_dir)
-            template["Resources"][unit.logical_id].setdefault("Properties", {})[unit.prop] = str(package)
+            resource = template["Resources"][unit.logical_id]
+            resource.setdefault("Properties", {})[unit.prop] = str(package)
+            if unit.esbuild:
+                with zipfile.ZipFile(package) as archive:
+                    names = set(archive.namelist())
+                esbuild.update_resource(resource, unit.handler, unit.build_properties, unit.node_options, names)
         return template
 
     def build(self, unit: Unit, template_dir: Path) -> Path:
         """The unit's package (.zip in the cache), built unless an identical one is cached."""
         started = time.monotonic()
         where = _shown(unit.source, template_dir)
-        self.write(f"Building {unit.prop} {where} of {unit.logical_id} for {unit.runtime} ({unit.architecture}) ... ")
+        self.write(f"Building {unit.prop} {where} of {unit.logical_id} for {unit.runtime} ({unit.architecture})"
+                   f"{' with esbuild' if unit.esbuild else ''} ... ")
         try:
-            package, how = self._package(unit)
+            package, how = self._bundle(unit, template_dir) if unit.esbuild else self._package(unit)
         except BuildError as err:
             self.write("failed\n")
             raise BuildError(f"building {unit.prop} {where} of {unit.logical_id} ({unit.runtime}) failed, so "
@@ -160,9 +175,46 @@ class Builder:
             self._write_atomically(package, zip_files((prefix + rel, path) for rel, path in sorted(files.items())))
         return package, "dependencies cached, packaged" if reused else "installed"
 
+    def _bundle(self, unit: Unit, template_dir: Path) -> tuple[Path, str]:
+        """An esbuild function's package: its dependencies installed (cached as any Node.js
+        function's), its entry points bundled, esbuild's output zipped."""
+        manifest = esbuild.manifest_of(unit.source)
+        dependencies_key = self._dependencies_key(unit, "nodejs") if manifest is not None else "-"
+        package_key = _digest([BUILD_FORMAT, "esbuild", dependencies_key,
+                               json.dumps(unit.build_properties, sort_keys=True, default=str), json.dumps(unit.handler),
+                               esbuild.identity(manifest, unit.source, template_dir, unit.use_npm_ci),
+                               *_tree_digest(unit.source, steps.NODE_EXCLUDED)])
+        package = self.cache_dir / "packages" / f"{package_key}.zip"
+        if package.is_file():
+            os.utime(package)
+            return package, "cached"
+        done = []
+        with tempfile.TemporaryDirectory(prefix="kinesim-build-") as scratch:
+            workdir, outdir = Path(scratch) / "source", Path(scratch) / "package"
+            workdir.mkdir()
+            esbuild.copy_source(unit.source, workdir)
+            args = esbuild.arguments(unit.build_properties, unit.handler, workdir, str(outdir), manifest)
+            if manifest is not None:
+                dependencies = self.cache_dir / "dependencies" / dependencies_key
+                if dependencies.is_dir():
+                    done.append("dependencies cached")
+                else:
+                    self._fill(dependencies, lambda target: shutil.move(steps.npm_install(workdir, unit.use_npm_ci),
+                                                                         target))
+                    done.append("installed")
+                os.utime(dependencies)
+                # Linked, not symlinked: esbuild names modules by their real path, in the bundle
+                # and its source map, which must say node_modules/... as sam build's do.
+                shutil.copytree(dependencies, workdir / "node_modules", symlinks=True, copy_function=_link_or_copy)
+            binary = esbuild.binary(workdir, unit.source, template_dir, self.cache_dir.parent)
+            esbuild.bundle(binary, args, workdir)
+            files = sorted(steps.walk(outdir, ())) if outdir.is_dir() else []
+            self._write_atomically(package, zip_files(files))
+        return package, ", ".join([*done, "bundled"])
+
     def _dependencies_key(self, unit: Unit, kind: str | None) -> str:
         parts = [BUILD_FORMAT, kind or "", unit.runtime, unit.architecture, "%d.%d" % sys.version_info[:2],
-                 str(unit.use_npm_ci)]
+                 str(unit.use_npm_ci)] + (["esbuild"] if unit.esbuild else [])
         if kind == "python":
             manifest = steps.requirements(unit.source)
             assert manifest is not None
@@ -234,6 +286,8 @@ def _unit(lid: str, resource: Any, template: dict[str, Any], resolver: Resolver,
         architectures = _resolved(value("Architectures"), resolver)
         architecture = architectures[0] if isinstance(architectures, list) and architectures else "x86_64"
         subfolder = ""
+        handler = _resolved(value("Handler"), resolver)
+        node_options = _resolved(_node_options(properties, defaults), resolver)
     else:
         prop = _LAYERS[type_name]
         if build_method is None:
@@ -241,6 +295,7 @@ def _unit(lid: str, resource: Any, template: dict[str, Any], resolver: Resolver,
         uri, runtime = properties.get(prop), build_method
         architecture = str(metadata.get("BuildArchitecture") or "x86_64")
         subfolder = steps.language(str(build_method)) or ""
+        handler = node_options = None
     if not isinstance(uri, str) or uri.startswith("s3://"):
         return None
     source = (template_dir / uri).resolve()
@@ -248,17 +303,35 @@ def _unit(lid: str, resource: Any, template: dict[str, Any], resolver: Resolver,
         return None
     if not isinstance(runtime, str) or steps.language(runtime) is None:
         return None  # not a runtime kinesim builds (or runs): the checks after the transform say so
-    needs_build = steps.requirements(source) if steps.language(runtime) == "python" else steps.package_json(source)
+    bundled = build_method == "esbuild" and type_name in _FUNCTIONS
+    if bundled and steps.language(runtime) != "nodejs":
+        raise BuildError(f"resource {lid}: Metadata BuildMethod esbuild bundles Node.js functions, and its Runtime is "
+                         f"{runtime}")
+    needs_build = bundled or (steps.requirements(source) if steps.language(runtime) == "python"
+                              else steps.package_json(source))
     if not needs_build:
         return None
-    if build_method is not None and build_method != runtime:
+    if build_method is not None and build_method != runtime and not bundled:
         raise BuildError(f"resource {lid}: Metadata BuildMethod {build_method} is not one kinesim deploy builds (it "
                          "builds Python functions with pip and Node.js functions with npm, as sam build does without "
-                         "a BuildMethod): run `sam build` and deploy .aws-sam/build/template.yaml, or deploy the "
-                         "directory as it is with --no-build")
+                         "a BuildMethod, and bundles Node.js functions with BuildMethod esbuild): run `sam build` and "
+                         "deploy .aws-sam/build/template.yaml, or deploy the directory as it is with --no-build")
     properties_of_build = metadata.get("BuildProperties") if isinstance(metadata.get("BuildProperties"), dict) else {}
+    if bundled:
+        properties_of_build = esbuild.with_source_maps_from_environment(properties_of_build, node_options)
     return Unit(lid, prop, uri, source, runtime, str(architecture), subfolder,
-                use_npm_ci=bool(properties_of_build.get("UseNpmCi")))
+                use_npm_ci=bool(properties_of_build.get("UseNpmCi")), esbuild=bundled,
+                build_properties=dict(properties_of_build) if bundled else {}, handler=handler,
+                node_options=node_options)
+
+
+def _node_options(properties: dict[str, Any], defaults: dict[str, Any]) -> Any:
+    """The function's NODE_OPTIONS: its own, else Globals' (SAM merges the Variables maps)."""
+    for environment in (properties.get("Environment"), defaults.get("Environment")):
+        variables = environment.get("Variables") if isinstance(environment, dict) else None
+        if isinstance(variables, dict) and "NODE_OPTIONS" in variables:
+            return variables["NODE_OPTIONS"]
+    return None
 
 
 def _resolved(value: Any, resolver: Resolver) -> Any:
@@ -273,6 +346,13 @@ def _built_by_sam(path: Path) -> bool:
     uploads it."""
     parts = path.parts
     return any(a == ".aws-sam" and b == "build" for a, b in zip(parts, parts[1:]))
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, target)
 
 
 def _tree_digest(root: Path, excluded: tuple[str, ...]) -> list[str]:

@@ -140,7 +140,7 @@ def pip_install(manifest: Path, target: Path, runtime: str, architecture: str) -
                 "that ships one." % (*version, "arm64" if architecture == "arm64" else "x86_64", runtime,
                                      *sys.version_info[:2]))
     raise BuildError(f"`pip install -r requirements.txt` exited with {result.returncode}:\n"
-                     f"{_tail(result.stdout + result.stderr)}{hint}")
+                     f"{output_tail(result.stdout + result.stderr)}{hint}")
 
 
 def _pip(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -210,11 +210,11 @@ def _npm(arguments: list[str], cwd: Path, what: str) -> str:
     result = subprocess.run([npm, *arguments], cwd=cwd, capture_output=True, text=True, errors="replace",
                             env={**os.environ, "NO_UPDATE_NOTIFIER": "1"})
     if result.returncode != 0:
-        raise BuildError(f"`{what}` exited with {result.returncode}:\n{_tail(result.stdout + result.stderr)}")
+        raise BuildError(f"`{what}` exited with {result.returncode}:\n{output_tail(result.stdout + result.stderr)}")
     return result.stdout
 
 
-def _tail(output: str) -> str:
+def output_tail(output: str) -> str:
     lines = [line for line in output.rstrip().splitlines() if line.strip()]
     shown = lines[-OUTPUT_TAIL_LINES:]
     skipped = f"  ... ({len(lines) - len(shown)} earlier lines)\n" if len(lines) > len(shown) else ""

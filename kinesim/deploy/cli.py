@@ -46,7 +46,8 @@ inlined first.
 
 Functions are built first, as `sam build` builds them: a CodeUri with a requirements.txt gets its
 packages installed with pip (wheels for the function's Python version), one with a package.json
-its production dependencies with npm, and a layer with Metadata BuildMethod likewise. Builds are
+its production dependencies with npm, and a layer with Metadata BuildMethod likewise; a Node.js
+function with Metadata BuildMethod esbuild is bundled by esbuild with its BuildProperties. Builds are
 cached by content ($XDG_CACHE_HOME/kinesim/build, else ~/.cache/kinesim/build): an unchanged
 function is not built again. Code that needs no build, and code sam build already built
 (.aws-sam/build/), deploy as they are; --no-build deploys every directory as it is.
