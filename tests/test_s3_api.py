@@ -812,3 +812,25 @@ def test_errors_before_the_body_keep_connections_usable(s3, bucket, server):
     status, headers, body = raw(server, "PUT", "/no-such-bucket-xyz/k", None,
                                 {"Content-Length": "5000000", "Expect": "100-continue"})
     assert status == 404 and headers.get("Connection", headers.get("connection")) == "close"
+
+
+def test_list_object_versions_lists_each_object_as_its_null_version(s3, bucket):
+    # What the CDK's autoDeleteObjects does to empty a bucket: list every version, delete them all.
+    for key in ("a/1", "a/2", "b"):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x" * len(key))
+    first = s3.list_object_versions(Bucket=bucket, MaxKeys=2)
+    assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"]) for v in first["Versions"]] == [
+        ("a/1", "null", True, 3), ("a/2", "null", True, 3)]
+    assert first["IsTruncated"] and (first["NextKeyMarker"], first["NextVersionIdMarker"]) == ("a/2", "null")
+    rest = s3.list_object_versions(Bucket=bucket, KeyMarker="a/2", VersionIdMarker="null")
+    assert [v["Key"] for v in rest["Versions"]] == ["b"] and not rest["IsTruncated"]
+    grouped = s3.list_object_versions(Bucket=bucket, Delimiter="/")
+    assert [p["Prefix"] for p in grouped["CommonPrefixes"]] == ["a/"] and [v["Key"] for v in grouped["Versions"]] == ["b"]
+    deleted = s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": v["Key"], "VersionId": v["VersionId"]} for v in first["Versions"] + rest["Versions"]]})
+    assert sorted((d["Key"], d["VersionId"]) for d in deleted["Deleted"]) == [("a/1", "null"), ("a/2", "null"),
+                                                                            ("b", "null")]
+    assert "Versions" not in s3.list_object_versions(Bucket=bucket)
+    with pytest.raises(ClientError) as caught:
+        s3.list_object_versions(Bucket=bucket, VersionIdMarker="null")
+    assert error_of(caught)["Code"] == "InvalidArgument"

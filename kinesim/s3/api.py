@@ -46,7 +46,7 @@ UNSUPPORTED = frozenset({
     "accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering", "inventory",
     "legal-hold", "lifecycle", "logging", "metadataConfiguration", "metadataTable", "metrics",
     "object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "renameObject", "replication",
-    "requestPayment", "restore", "retention", "select", "session", "tagging", "torrent", "versions", "website",
+    "requestPayment", "restore", "retention", "select", "session", "tagging", "torrent", "website",
     "abac",
 })
 
@@ -120,6 +120,10 @@ def _route(method: str, bucket: str | None, key: str, query: dict[str, str], env
         return notification_ops.get_bucket_notification_configuration if method == "GET" \
             else notification_ops.put_bucket_notification_configuration
     if not key:
+        if "versions" in query:
+            if method != "GET":
+                raise method_not_allowed(method, "BUCKET")
+            return bucket_ops.list_object_versions
         if method == "GET":
             if "location" in query:
                 return bucket_ops.get_bucket_location

@@ -1,6 +1,6 @@
 """Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation, and
-the object listings ListObjects (v1) and ListObjectsV2 (a bucket's configurations, versioning
-included, are `bucket_config_ops`')."""
+the object listings ListObjects (v1), ListObjectsV2 and ListObjectVersions (a bucket's
+configurations, versioning included, are `bucket_config_ops`')."""
 from __future__ import annotations
 
 import base64
@@ -208,6 +208,47 @@ def list_objects(req: Request) -> Response:
     element(root, "IsTruncated", page.is_truncated)
     for obj in page.objects:
         _contents(root, obj, encode, req, True)
+    for common in page.common_prefixes:
+        element(element(root, "CommonPrefixes"), "Prefix", encode(common))
+    return xml_response(root)
+
+
+def list_object_versions(req: Request) -> Response:
+    """ListObjectVersions. kinesim keeps one version of an object, the one S3 calls "null" (what
+    an object put while versioning was never enabled has): each object is listed as that version,
+    the latest. The CDK's autoDeleteObjects empties a bucket this way."""
+    prefix, delimiter, max_keys, url = _listing_params(req)
+    key_marker = req.query.get("key-marker", "")
+    version_marker = req.query.get("version-id-marker")
+    if version_marker is not None and not key_marker:
+        raise invalid_argument("A version-id marker cannot be specified without a key marker.", "version-id-marker",
+                               version_marker)
+    page = req.objects.list_objects(req.bucket, prefix, delimiter, key_marker, max_keys)
+    encode = _encoder(url)
+    root = document("ListVersionsResult")
+    element(root, "Name", req.bucket)
+    element(root, "Prefix", encode(prefix))
+    element(root, "KeyMarker", encode(key_marker))
+    element(root, "VersionIdMarker", version_marker or "")
+    if page.is_truncated:
+        element(root, "NextKeyMarker", encode(page.last))
+        element(root, "NextVersionIdMarker", "null")
+    element(root, "MaxKeys", max_keys)
+    if delimiter:
+        element(root, "Delimiter", encode(delimiter))
+    if url:
+        element(root, "EncodingType", "url")
+    element(root, "IsTruncated", page.is_truncated)
+    for obj in page.objects:
+        node = element(root, "Version")
+        element(node, "Key", encode(obj.key))
+        element(node, "VersionId", "null")
+        element(node, "IsLatest", True)
+        element(node, "LastModified", iso8601(obj.last_modified))
+        element(node, "ETag", obj.etag)
+        element(node, "Size", obj.size)
+        element(node, "StorageClass", obj.storage_class)
+        _owner(node, req)
     for common in page.common_prefixes:
         element(element(root, "CommonPrefixes"), "Prefix", encode(common))
     return xml_response(root)

@@ -162,9 +162,17 @@ def delete_objects(req: Request) -> Response:
     keys = [item.findtext("Key") for item in items]
     if any(key is None for key in keys):
         raise malformed_xml()
+    versions = [item.findtext("VersionId") for item in items]
     result = document("DeleteResult")
     removal = origin(req, "ObjectRemoved:Delete")
-    for key in keys:
+    for key, version in zip(keys, versions):
+        if version not in (None, "null"):  # no object here has a version but "null"
+            node = element(result, "Error")
+            element(node, "Key", key)
+            element(node, "VersionId", version)
+            element(node, "Code", "NoSuchVersion")
+            element(node, "Message", "The specified version does not exist.")
+            continue
         try:
             req.objects.delete_object(req.bucket, key, removal, notify_missing=True)
         except S3Error as err:
@@ -174,7 +182,10 @@ def delete_objects(req: Request) -> Response:
             element(node, "Message", err.message)
             continue
         if not quiet:
-            element(element(result, "Deleted"), "Key", key)
+            deleted = element(result, "Deleted")
+            element(deleted, "Key", key)
+            if version is not None:
+                element(deleted, "VersionId", version)
     return xml_response(result)
 
 
