@@ -3,9 +3,12 @@ UpdateFunctionCode, UpdateFunctionConfiguration, DeleteFunction, Invoke, tags, a
 
 kinesim runs `.zip` packages on `python3.*` runtimes (every one the model lists), in worker
 processes (`runtime`). Functions are Active as soon as they are created or updated: there is
-nothing to provision. `Publish` publishes a version (versions_api); a qualifier (a version or an
-alias) selects what GetFunction shows, Invoke runs and DeleteFunction deletes. `Layers` must name
-existing layer versions (layers_api).
+nothing to provision, except for a Node.js function whose code imports a package of the AWS SDK
+for JavaScript v3 that is not installed yet: it is Pending (created) or its LastUpdateStatus
+InProgress (updated) while kinesim installs it (js_sdk_fetch.py), as AWS's states cover its own
+set-up; an Invoke meanwhile waits for it instead of being refused. `Publish` publishes a version
+(versions_api); a qualifier (a version or an alias) selects what GetFunction shows, Invoke runs
+and DeleteFunction deletes. `Layers` must name existing layer versions (layers_api).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import orjson
 from ..protocol import trace_header
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
-from . import runtimes
+from . import runtimes, set_up
 from .code import HOT_RELOAD_BUCKET, StoredCode
 from .concurrency_api import ACCOUNT_CONCURRENCY, reserved_concurrency, unreserved_concurrency
 from .errors import conflict, invalid_parameter, lambda_date, resource_not_found
@@ -185,6 +188,8 @@ def _new_revision(cfg: dict[str, Any]) -> None:
     cfg["LastModified"] = lambda_date()
     cfg["State"] = "Active"
     cfg["LastUpdateStatus"] = "Successful"
+    for key in set_up.REASONS:
+        cfg.pop(key, None)
 
 
 # operations
@@ -228,10 +233,13 @@ def create_function(svc: LambdaService, p: dict[str, Any], context: RequestConte
     _apply_settings(cfg, p)
     svc.layers.apply(cfg, layers)
     _new_revision(cfg)
+    missing = set_up.begin(cfg)
     with svc.lock:
         if name in svc.functions:  # created by a concurrent request meanwhile
             raise conflict(f"Function already exist: {name}")
         svc.save_function(cfg)
+    if missing:
+        set_up.start(svc, cfg, missing)
     if p.get("Publish"):
         # AWS answers with $LATEST's configuration and the published version's number.
         return {**configuration(svc, cfg), "Version": svc.versions.publish(name)["Version"]}
@@ -298,10 +306,13 @@ def update_function_code(svc: LambdaService, p: dict[str, Any], context: Request
     _new_revision(cfg)
     if p.get("DryRun"):
         return configuration(svc, {**cfg, "RevisionId": fn["RevisionId"], "LastModified": fn["LastModified"]})
+    missing = set_up.begin(cfg, fn)
     with svc.lock:
         current = svc.function(name)
         check_revision(current, p.get("RevisionId"))
         svc.save_function(cfg)
+    if missing:
+        set_up.start(svc, cfg, missing)
     svc.runtime.retire(name)
     # Keep the previous package too: an invocation that started before the update may still read
     # it; and those of published versions.
@@ -335,9 +346,12 @@ def update_function_configuration(svc: LambdaService, p: dict[str, Any], context
     if "Layers" in p:
         svc.layers.apply(cfg, layers)
     _new_revision(cfg)
+    missing = set_up.begin(cfg, fn)
     with svc.lock:
         check_revision(svc.function(fn["FunctionName"]), p.get("RevisionId"))
         svc.save_function(cfg)
+    if missing:
+        set_up.start(svc, cfg, missing)
     svc.runtime.retire(fn["FunctionName"])
     if "Layers" in p:
         svc.layers.prune(svc.layer_packages_in_use())  # a deleted layer version no function uses any more

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from . import python_sdk, runtime_sdks, runtimes
+from . import js_sdk_fetch, python_sdk, runtime_sdks, runtimes
 from .invocation_stats import InvocationStats
 from .logs import FunctionLogs
 from .worker_pool import Pool, Retired
@@ -156,7 +156,10 @@ class FunctionRuntime:
         if not runtime.runnable:  # e.g. its Node.js was removed since CreateFunction: a failed init
             raise _Unrunnable(runtime.reason or runtime.name)
         layers = [d for d in fn.get("LayerDirs") or () if d]
+        unavailable: dict[str, str] = {}
         if runtime.language == "nodejs":
+            # the SDK packages its code imports, installed on first use: waited for (AWS's Pending)
+            unavailable = js_sdk_fetch.FETCHER.prepare(fn)
             env = self._environment(fn, stream, runtime, runtime_sdks.js_sdk_modules())
             command = [runtime.executable, *runtimes.node_memory_flags(env), NODE_BOOTSTRAP]
             worker = WorkerProcess(command, fn["CodeDir"], env, stream, capture_output=True)
@@ -172,6 +175,9 @@ class FunctionRuntime:
                        os.pathsep.join(runtimes.python_layer_paths(layers, runtime.name)), sdk_dir]
             worker = WorkerProcess(command, fn["CodeDir"], env, stream)
         worker.warning = runtime.warning
+        if unavailable:
+            worker.sdk_unavailable = unavailable
+            worker.warning = (worker.warning or "") + js_sdk_fetch.warning(unavailable)
         log.debug("started worker %d for %s (%s)", worker.proc.pid, fn["FunctionName"], stream)
         return worker
 
@@ -243,6 +249,8 @@ class FunctionRuntime:
             if header["error"] is None:
                 return None
             status, error_type = "error", header["error"]
+            if worker.sdk_unavailable:  # an SDK package kinesim could not install: say so, and what to do
+                body, error_type = _explained(body, error_type, worker.sdk_unavailable)
         init_ms = (time.perf_counter() - worker.started) * 1000
         worker.init_ms = None  # reported by INIT_REPORT, not in REPORT
         rss_kb = worker.peak_rss_kb()
@@ -349,6 +357,17 @@ def _signature(fn: dict) -> tuple:
 
 class _Unrunnable(Exception):
     """The function's runtime cannot run here (any more): its Node.js was removed, say."""
+
+
+def _explained(payload: bytes, error_type: str, unavailable: dict[str, str]) -> tuple[bytes, str]:
+    """A failed init's error and type, as the Runtime.ImportModuleError it is when it is about an
+    SDK package that is not installed (js_sdk_fetch.explain)."""
+    try:
+        error = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return payload, error_type
+    explained = js_sdk_fetch.explain(error, unavailable) if isinstance(error, dict) else None
+    return (payload, error_type) if explained is None else (orjson.dumps(explained), explained["errorType"])
 
 
 def _unrunnable(request_id: str, reason: str) -> Invocation:

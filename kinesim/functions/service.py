@@ -33,7 +33,7 @@ from ..protocol.validation import ModelValidator
 from ..store import Store
 from .async_destinations import RecordSender
 from .async_invoke import AsyncInvoker
-from . import event_invoke_config_api, layers_api, recursion, versions_api
+from . import event_invoke_config_api, functions_api, layers_api, recursion, set_up, versions_api
 from .code import CodeStore
 from .concurrency import ConcurrencyGate
 from .concurrency_api import reserved_concurrency
@@ -104,6 +104,7 @@ class LambdaService:
         for version in self.versions.all_configurations():
             version["LayerDirs"] = self.layers.dirs(version.get("LayerPackages"))
         self.layers.prune(self.layer_packages_in_use())
+        set_up.resume(self)  # Node.js functions left Pending by a stopped server
         self.mappings: dict[str, dict[str, Any]] = store.documents("mapping")
         # Asynchronous invocations: kept in the store until done, configured per qualifier
         # (event_invoke_config_api), their records sent to destinations; started by the edge once

@@ -48,6 +48,7 @@ class WorkerProcess:
         self.init_ms: float | None = None
         self.rss_kb = 0
         self.warning: str | None = None  # runs on another language version than the one asked for
+        self.sdk_unavailable: dict[str, str] = {}  # SDK packages its code imports that are not installed, and why
         self.last_log_ms = 0  # events keep time order within the stream
         self.alive = True
         self.cold_start_log: Any = None  # the cold start's log (runtime.py's), continued by the first invocation
