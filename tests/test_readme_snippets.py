@@ -39,8 +39,8 @@ SKIPPED = {
         "needs the SAM CLI, which the user installs (pip install aws-sam-cli); tests/test_tool_sam.py runs "
         "sam build, sam deploy --resolve-s3 and sam delete on an app of its own",
     "Deploy with the tools you have #3":
-        "needs the CDK, which the user installs (npm install -g aws-cdk) in a CDK app of theirs; "
-        "tests/test_tool_cdk.py runs cdk bootstrap, deploy and destroy on an app of its own",
+        "needs the CDK from npm and an aws CLI on the PATH; tests/test_tool_cdk_example.py and "
+        "test_tool_cdk_example_python.py deploy, use, update and destroy examples/cdk-uploads as here",
     "Spark #1":
         "needs Spark; test_readme_walk.py::test_structured_streaming_example_prints_the_records_and_ends_cleanly "
         "(slow) runs this block as written",

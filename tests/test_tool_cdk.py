@@ -7,7 +7,6 @@ server's (/_kinesim/health). The CLI, aws-cdk-lib and constructs are installed f
 tests/tool_setup.py into the tools cache; the app finds them through NODE_PATH."""
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from pathlib import Path
@@ -15,8 +14,9 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
+from cdk_apps import bootstrapped, cdk_env, cdk_tools  # noqa: F401 - fixtures
 from conftest import client_for
-from tool_setup import cdk, forwarded, outputs_of, python_runtime, run_tool, server_info, tool_env
+from tool_setup import forwarded, outputs_of, python_runtime, run_tool
 
 APP = Path(__file__).parent / "tools" / "cdk_app"
 TOOLKIT_STACK = "CDKToolkit"
@@ -25,26 +25,18 @@ TOOLKIT_STACK = "CDKToolkit"
 pytestmark = pytest.mark.timeout(1500)
 
 
-@pytest.fixture(scope="module")
-def cdk_tools():
-    return cdk()
-
-
-def test_cdk_bootstrap_deploy_and_destroy(tool_server, cdk_tools, tmp_path):
-    info = server_info(tool_server.url)
+def test_cdk_bootstrap_deploy_and_destroy(tool_server, cdk_tools, bootstrapped, tmp_path):
+    info = bootstrapped
     account, region = info["account_id"], info["region"]
     app = tmp_path / "app"  # the CLI writes cdk.out/ and cdk.context.json beside cdk.json
     shutil.copytree(APP, app)
     stack_name = "cdk-e2e-" + uuid.uuid4().hex[:8]
-    env = tool_env(tool_server.url, tmp_path / "home", AWS_REGION=region, AWS_DEFAULT_REGION=region,
-                   NODE_PATH=cdk_tools.node_modules,
-                   PATH=f"{Path(cdk_tools.node).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                   KINESIM_CDK_STACK=stack_name, KINESIM_CDK_RUNTIME=python_runtime(info))
+    env = cdk_env(tool_server, cdk_tools, tmp_path / "home", KINESIM_CDK_STACK=stack_name,
+                  KINESIM_CDK_RUNTIME=python_runtime(info))
     cli = [cdk_tools.node, cdk_tools.cli]
     cfn, kinesis, lam, sqs, s3, ssm = (client_for(tool_server.url, s) for s in ("cloudformation", "kinesis", "lambda",
                                                                               "sqs", "s3", "ssm"))
 
-    run_tool(cli + ["bootstrap", f"aws://{account}/{region}", "--no-notices"], env, cwd=app)
     (toolkit,) = cfn.describe_stacks(StackName=TOOLKIT_STACK)["Stacks"]
     assert toolkit["StackStatus"] == "CREATE_COMPLETE", toolkit
     toolkit_outputs = outputs_of(toolkit)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ PREFERRED_NODE = 22  # what the AWS SDK for JavaScript v3 inside the CLI needs f
 PIP_TIMEOUT_S = 600
 APT_TIMEOUT_S = 600  # each of apt-get update and install (Debian's awscli: 19 s measured)
 REGION = "us-east-1"
+CDK_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cdk-uploads"
 
 
 def tools_home() -> Path:
@@ -221,21 +223,42 @@ def cdk() -> Cdk:
     node = cdk_node()
     if not NPM:
         pytest.skip("npm is not on the PATH: the CDK cannot be installed")
+    # What the example app (examples/cdk-uploads, TypeScript) installs: the CLI, the library and
+    # ts-node with TypeScript, at its versions; the tests link its node_modules here.
+    example = json.loads((CDK_EXAMPLE / "package.json").read_text())
+    packages = {**example["devDependencies"], **example["dependencies"], "esbuild": ESBUILD_VERSION}
+    assert (packages["aws-cdk"], packages["aws-cdk-lib"]) == (CDK_CLI_VERSION, CDK_LIB_VERSION), packages
     with _locked("cdk") as home:
-        root = home / f"cdk-{CDK_CLI_VERSION}-lib-{CDK_LIB_VERSION}-esbuild-{ESBUILD_VERSION}"
+        key = hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:12]
+        root = home / f"cdk-{CDK_CLI_VERSION}-lib-{CDK_LIB_VERSION}-{key}"
         if not (root / ".kinesim-installed").exists():
             started = _start(root)
             root.mkdir(parents=True)
             (root / "package.json").write_text(json.dumps({
-                "name": "kinesim-test-cdk", "private": True,
-                "dependencies": {"aws-cdk": CDK_CLI_VERSION, "aws-cdk-lib": CDK_LIB_VERSION,
-                                 "constructs": CONSTRUCTS_VERSION, "esbuild": ESBUILD_VERSION}}, indent=2))
+                "name": "kinesim-test-cdk", "private": True, "dependencies": packages}, indent=2))
             env = {**os.environ, "PATH": f"{Path(node).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
             _install([NPM, "install", "--no-audit", "--no-fund", "--no-update-notifier"],
                      f"the CDK {CDK_CLI_VERSION} cannot be installed", NPM_TIMEOUT_S, cwd=root, env=env)
             _note_install(root, started)
     return Cdk(node=node, cli=str(root / "node_modules" / "aws-cdk" / "bin" / "cdk"),
                node_modules=str(root / "node_modules"))
+
+
+def cdk_python() -> Path:
+    """A virtualenv with the example app's Python requirements (aws-cdk-lib for Python, which runs
+    the CDK's JavaScript in Node.js through jsii): what `pip install -r requirements.txt` gives a
+    user of examples/cdk-uploads/app.py. Measured: 31 s, 460 MB."""
+    requirements = CDK_EXAMPLE / "requirements.txt"
+    with _locked("cdk-python") as home:
+        key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:12]
+        venv = home / f"cdk-python-{key}"
+        if not (venv / ".kinesim-installed").exists():
+            started = _start(venv)
+            _install([sys.executable, "-m", "venv", str(venv)], "no virtualenv for the CDK's Python library", 120)
+            _install([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                      "-r", str(requirements)], "the CDK's Python library cannot be installed", PIP_TIMEOUT_S)
+            _note_install(venv, started)
+        return venv
 
 
 # --- Running a tool against a kinesim server ------------------------------------------------------
