@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from conftest import wait_for
+from test_deploy import deploy
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -230,6 +231,20 @@ def test_invalid_service_tokens_are_refused_before_anything_is_made(cfn):
     body["Resources"]["Thing"] = {"Type": "Custom::Bad.Name", "Properties": {"ServiceToken": "x"}}
     with pytest.raises(ClientError, match="Invalid custom resource type Custom::Bad.Name"):
         cfn.create_stack(StackName=name, TemplateBody=json.dumps(body))
+
+
+def test_kinesim_deploy_runs_custom_resources_too(server, seen, tmp_path, capsys):
+    seen_url, requests = seen
+    name = "crk-" + uuid.uuid4().hex[:8]
+    path = tmp_path / "template.json"
+    path.write_text(template(seen_url, thing(Name="deploy"), outputs_={"Greeting": {
+        "Value": {"Fn::GetAtt": ["Thing", "Greeting"]}}}))
+    code, _, out, err = deploy(capsys, server.url, str(path), "--stack-name", name)
+    assert code == 0, out + err
+    assert "hello deploy" in out and requests(1)[0]["RequestType"] == "Create"
+    code, _, out, err = deploy(capsys, server.url, str(path), "--stack-name", name, "--delete")
+    assert code == 0, out + err
+    assert (requests(2)[1]["RequestType"], requests(2)[1]["PhysicalResourceId"]) == ("Delete", "thing-1")
 
 
 def test_response_url_answers_as_a_presigned_url(server):
