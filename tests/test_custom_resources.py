@@ -28,7 +28,7 @@ import cfnresponse
 def handler(event, context):
     boto3.client("sqs").send_message(QueueUrl=os.environ["SEEN"], MessageBody=json.dumps(event))
     props = event["ResourceProperties"]
-    if props.get("Mode") == "fail":
+    if props.get("Mode") == "fail" and event["RequestType"] != "Delete":
         cfnresponse.send(event, context, cfnresponse.FAILED, {}, reason="the provider says no")
     elif props.get("Mode") != "silent":
         physical_id = event.get("PhysicalResourceId") if event["RequestType"] == "Delete" else \\
@@ -176,6 +176,10 @@ def test_failed_answer_rolls_back_with_the_providers_reason(cfn, seen):
     assert failed["ResourceStatusReason"].endswith(
         f"Received response status [FAILED] from custom resource. Message returned: the provider says no "
         f"(RequestId: {request_id})")
+    # The rollback sends the failed resource a Delete, with the physical id its answer gave (the
+    # provider's log stream, cfnresponse's default), as CloudFormation does.
+    delete = requests(2)[1]
+    assert delete["RequestType"] == "Delete" and delete["PhysicalResourceId"].startswith("20")
     cfn.delete_stack(StackName=name)
 
 

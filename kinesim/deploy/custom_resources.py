@@ -78,6 +78,7 @@ class CustomResource(ResourceHandler):
         self.logical_id = logical_id
         self.stack_id = stack_id
         self.no_echo = False  # the last answer asked for its Data to be masked
+        self.failed_id: str | None = None  # the physical id a FAILED answer to Create gave
 
     def desired(self, properties: dict[str, Any]) -> dict[str, Any]:
         token = properties.get("ServiceToken")
@@ -158,6 +159,9 @@ class CustomResource(ResourceHandler):
             raise DeployError(answer)
         status = answer.get("Status")
         if status == "FAILED":
+            if physical_id is None:  # a failed Create: its physical id gets a Delete in the rollback
+                self.failed_id = answer.get("PhysicalResourceId") if isinstance(answer.get("PhysicalResourceId"),
+                                                                                str) else None
             raise DeployError(f"Received response status [FAILED] from custom resource. Message returned: "
                               f"{answer.get('Reason', '')} (RequestId: {request_id})")
         if status != "SUCCESS":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from .custom_resources import is_custom
 from .plan import _about, _as_found, _canonical, _dependencies_of, _now, creation_order, deletion_order, name_of
 from .template import DeployError
 
@@ -53,7 +54,8 @@ class RollbackMixin:
             if base is not None and lid not in kept_aside and self._same_resource(record, base):
                 continue
             action = "deleted"
-            if record.get("Status") == "CREATE_FAILED":
+            if record.get("Status") == "CREATE_FAILED" and not (is_custom(record["Type"])
+                                                                and record.get("PhysicalResourceId")):
                 pass  # the service refused it (its handler removed anything half-made): nothing of the stack's to delete
             elif record.get("Status") == "CREATE_IN_PROGRESS":
                 self._discard_half_made(lid, record)  # a kill left it unanswered: it may exist

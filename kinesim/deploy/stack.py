@@ -216,7 +216,11 @@ class Deployer(RollbackMixin):
                     if record.get("Status") == "CREATE_IN_PROGRESS":
                         # Answered with an error: the resource by that name (if any) is not the
                         # stack's, e.g. one that already existed; the rollback must leave it alone.
-                        self._record(state, lid, {**record, "Status": "CREATE_FAILED"})
+                        # A custom resource's provider may have answered FAILED with a physical
+                        # id: the rollback sends it a Delete, as CloudFormation does.
+                        failed_id = getattr(self.handlers.get(f"{record['Type']} {lid}"), "failed_id", None)
+                        self._record(state, lid, {**record, "Status": "CREATE_FAILED",
+                                                  **({"PhysicalResourceId": failed_id} if failed_id else {})})
                     self._event(state, lid, prepared.template["Resources"][lid]["Type"],
                                 record.get("PhysicalResourceId"),
                                 "CREATE_FAILED" if record.get("Status") in (None, "CREATE_IN_PROGRESS") else
