@@ -15,6 +15,8 @@ deleted only in the cleanup phase.
 """
 from __future__ import annotations
 
+import hashlib
+import urllib.request
 from typing import TYPE_CHECKING, Any, Callable
 
 from .custom_resources import is_custom
@@ -116,6 +118,21 @@ class RollbackMixin:
                 self.handler(record["Type"], lid).delete(name, record["Properties"])
         except DeployError:
             pass
+
+    def _keep_code(self, handler: ResourceHandler, record: dict[str, Any], desired: dict[str, Any]) -> None:
+        """Before a function's code changes, keep its current package: a rollback uploads it again.
+        (The function handler keeps the zips it built by sha256; this one comes from the server.)"""
+        zips = getattr(handler, "_zips", None)
+        code = record["Properties"].get("Code")
+        if zips is None or not isinstance(code, dict) or "ZipSha256" not in code or code == desired.get("Code") \
+                or code["ZipSha256"] in zips:
+            return
+        location = self.target.lambda_.get_function(FunctionName=record["PhysicalResourceId"])["Code"].get("Location")
+        if location:
+            with urllib.request.urlopen(location, timeout=60) as response:
+                package = response.read()
+            if hashlib.sha256(package).hexdigest() == code["ZipSha256"]:
+                zips[code["ZipSha256"]] = package
 
     @staticmethod
     def _check_code_at_hand(handler: "ResourceHandler", properties: dict[str, Any],

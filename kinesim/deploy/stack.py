@@ -20,10 +20,8 @@ stays the last complete deploy's.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import re
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,21 +354,6 @@ class Deployer(RollbackMixin):
         self._record(state, lid, {**record, "Status": "DELETE_IN_PROGRESS"})
         old_handler.delete(record["PhysicalResourceId"], record["Properties"])
         return ""
-
-    def _keep_code(self, handler: ResourceHandler, record: dict[str, Any], desired: dict[str, Any]) -> None:
-        """Before a function's code changes, keep its current package: a rollback uploads it again.
-        (The function handler keeps the zips it built by sha256; this one comes from the server.)"""
-        zips = getattr(handler, "_zips", None)
-        code = record["Properties"].get("Code")
-        if zips is None or not isinstance(code, dict) or "ZipSha256" not in code or code == desired.get("Code") \
-                or code["ZipSha256"] in zips:
-            return
-        location = self.target.lambda_.get_function(FunctionName=record["PhysicalResourceId"])["Code"].get("Location")
-        if location:
-            with urllib.request.urlopen(location, timeout=60) as response:
-                package = response.read()
-            if hashlib.sha256(package).hexdigest() == code["ZipSha256"]:
-                zips[code["ZipSha256"]] = package
 
     def _record(self, state: dict[str, Any], lid: str, record: dict[str, Any],
                 event: tuple[str, str] | None = None) -> None:
