@@ -264,3 +264,18 @@ def _exists(cfn, name: str) -> bool:
         return cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"] != "DELETE_COMPLETE"
     except ClientError:
         return False
+
+
+def test_a_response_past_4096_bytes_fails_the_resource(cfn, seen):
+    seen_url, requests = seen
+    name = "crl-" + uuid.uuid4().hex[:8]
+    long_answer = PYTHON_PROVIDER.replace('{"Greeting": "hello " + props.get("Name", "")',
+                                          '{"Greeting": "x" * 5000')
+    cfn.create_stack(StackName=name, TemplateBody=template(seen_url, thing(Name="big"), code=long_answer))
+    stack = settle(cfn, name)
+    assert stack["StackStatus"] == "ROLLBACK_COMPLETE"
+    (failed,) = [e for e in cfn.describe_stack_events(StackName=name)["StackEvents"]
+                 if e["LogicalResourceId"] == "Thing" and e["ResourceStatus"] == "CREATE_FAILED"]
+    assert failed["ResourceStatusReason"].endswith("Response object is too long.")
+    assert requests(1)[0]["RequestType"] == "Create"
+    cfn.delete_stack(StackName=name)
