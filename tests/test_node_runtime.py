@@ -192,6 +192,23 @@ def test_es_modules_and_package_type_module(lam, make_function):
     assert out == {"kind": "type-module", "isModule": True, "event": {"b": 2}}
 
 
+def test_es_module_syntax_in_a_js_file_needs_type_module_on_nodejs22_as_on_aws(lam, make_function):
+    # Lambda turns off Node.js 22's module detection and require() of ES modules unless NODE_OPTIONS
+    # turns them back on (lambda-nodejs.html); Node.js 24's runtime has no such flags. (The runtime
+    # require()s a .js outside a "type": "module" package, as AWS's runtime interface client does.)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("index.js", "export const handler = async () => 'esm without type module';\n")
+    code = buf.getvalue()
+    error, _ = invoke(lam, make_function("index.handler", code, runtime="nodejs22.x"))
+    assert error["errorType"] == "Runtime.UserCodeSyntaxError", error
+    out, _ = invoke(lam, make_function("index.handler", code, runtime="nodejs22.x", Environment={
+        "Variables": {"NODE_OPTIONS": "--experimental-detect-module --experimental-require-module"}}))
+    assert out == "esm without type module"
+    out, _ = invoke(lam, make_function("index.handler", code, runtime="nodejs24.x"))
+    assert out == "esm without type module"
+
+
 def test_callback_handlers_up_to_nodejs22(lam, make_function):
     name = make_function("index.callback", runtime="nodejs22.x")
     waited, raw = invoke(lam, name)  # callbackWaitsForEmptyEventLoop: the result waits for the timer

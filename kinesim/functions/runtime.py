@@ -161,7 +161,8 @@ class FunctionRuntime:
             # the SDK packages its code imports, installed on first use: waited for (AWS's Pending)
             unavailable = js_sdk_fetch.FETCHER.prepare(fn)
             env = self._environment(fn, stream, runtime, runtime_sdks.js_sdk_modules())
-            command = [runtime.executable, *runtimes.node_memory_flags(env), NODE_BOOTSTRAP]
+            command = [runtime.executable, *runtimes.node_memory_flags(env),
+                       *runtimes.node_feature_flags(runtime.major, env), NODE_BOOTSTRAP]
             worker = WorkerProcess(command, fn["CodeDir"], env, stream, capture_output=True)
         else:
             sdk_dir = python_sdk.sdk_dir()

