@@ -1,20 +1,28 @@
 # The two commands: `make serve` and `make test`. Each sets up .venv when it is missing or
-# older than pyproject.toml, so a fresh machine needs nothing else.
+# older than pyproject.toml, so a fresh machine needs nothing else. `make serve` installs kinesim
+# with its `spark` extra (`kinesim sql`); `make test` adds the `test` extra (pytest, moto, the AWS
+# CLI, Playwright...), which only the tests and benchmarks use.
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: serve test bench setup clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[spark]'
 	# Node.js 24 and 22 (nodejs24.x, nodejs22.x functions) and the AWS SDK for JavaScript v3 their
 	# runtime includes, from the npm registry into the venv, in parallel; without the network, warnings
 	# and fewer runtimes. See kinesim/functions/runtime_sdks.py
 	$(VENV)/bin/python -m kinesim.functions.runtime_sdks setup
 	touch $(STAMP)
+
+# After $(STAMP), so that a newer pyproject.toml (which remade $(STAMP)) makes this again too.
+$(TEST_STAMP): $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[spark,test]'
+	touch $(TEST_STAMP)
 
 setup: $(STAMP)
 
@@ -27,10 +35,10 @@ serve: $(STAMP)
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(VENV)/bin/python bench/run.py $(ARGS)
 
 clean:

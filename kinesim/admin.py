@@ -1,6 +1,6 @@
-"""kinesim's own routes (`/_kinesim/...`), for its command-line tools and tests: health, stack
-state for `kinesim deploy`, function logs and code, Firehose delivery metrics, the web console,
-and which modules the server has loaded.
+"""kinesim's own routes (`/_kinesim/...`), for its command-line tools and tests: health, a reset of
+the services' state, stack state for `kinesim deploy`, function logs and code, Firehose delivery
+metrics, the web console, and which modules the server has loaded.
 
 They are a Flask app, made (Flask, the console and all) on the first request to one of them:
 a server that is only asked AWS calls never loads Flask. `/_kinesim/modules` is answered
@@ -11,7 +11,9 @@ import ipaddress
 import os
 import re
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -36,12 +38,21 @@ class OwnRoutes:
     """The WSGI app of `/_kinesim/...` (and of the pages the edge gives no service)."""
 
     def __init__(self, edge: "Edge"):
+        self.edge = edge
         self.app = Lazy(lambda: admin_app(edge))
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/_kinesim/modules":
+        path = environ.get("PATH_INFO")
+        if path == "/_kinesim/modules":
             return loaded_modules(environ, start_response)
+        if path == "/_kinesim/reset":
+            return reset(self.edge, environ, start_response)
         return self.app.get()(environ, start_response)
+
+    def forget(self) -> None:
+        """Make the Flask app again on its next use: the web console's routes take some services
+        when they are added (a reset makes those anew)."""
+        self.app.forget()
 
     def __getattr__(self, name: str) -> Any:  # the Flask app's own (test_client, url_map, ...)
         if name.startswith("__"):
@@ -59,6 +70,28 @@ def loaded_modules(environ: dict[str, Any], start_response: Callable) -> Iterabl
         status, doc = "405 Method Not Allowed", {"message": "GET /_kinesim/modules"}
     else:
         status, doc = "200 OK", {"modules": sorted({name.partition(".")[0] for name in list(sys.modules)})}
+    body = orjson.dumps(doc)
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def reset(edge: "Edge", environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+    """POST /_kinesim/reset: every service's state as a freshly started server has it, or with
+    `?services=kinesis,s3` those named's (`Services.reset`): between two tests, for kinesim's pytest
+    plugin or any runner. `{"reset": [the services], "seconds": how long it took}`; 400 for a name
+    that is no service's. This machine only; answered without Flask (a reset drops its app)."""
+    if not is_loopback(environ.get("REMOTE_ADDR")):
+        status, doc = "403 Forbidden", {"message": "/_kinesim/reset answers this machine only"}
+    elif environ.get("REQUEST_METHOD") != "POST":
+        status, doc = "405 Method Not Allowed", {"message": "POST /_kinesim/reset[?services=kinesis,s3,...]"}
+    else:
+        started = time.monotonic()
+        try:
+            done = edge.reset(parse_qs(environ.get("QUERY_STRING", "")).get("services", []))
+        except ValueError as err:
+            status, doc = "400 Bad Request", {"message": str(err)}
+        else:
+            status, doc = "200 OK", {"reset": list(done), "seconds": round(time.monotonic() - started, 3)}
     body = orjson.dumps(doc)
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
     return [body]

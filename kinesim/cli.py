@@ -30,7 +30,7 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
         "serve", help="run the server (HTTP/1.1 and HTTP/2 on one port)",
         description="Run the kinesim server in the foreground until Ctrl-C / SIGTERM. Data written to "
                     "--data-dir survives restarts and crashes: every acknowledged write is committed first.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
     p.add_argument("--host", default=d.host,
                    help="address to listen on; anything but a loopback address lets other machines run code "
                         "here: use --verify-signatures then")
@@ -108,11 +108,12 @@ COMMANDS = {
                "create/update/delete a stack of streams, functions and triggers from a SAM template"),
     "logs": ("kinesim.functions.logs_cli",
              "print a function's log (START / its output / END / REPORT), optionally following it"),
-    "put": ("kinesim.console.put",
+    "put": ("kinesim.stream_cli.put",
             "put records to a stream from stdin (one per line) or a generator, like kafka-console-producer"),
-    "tail": ("kinesim.console.tail", "print a stream's records as they arrive, like kafka-console-consumer"),
+    "tail": ("kinesim.stream_cli.tail", "print a stream's records as they arrive, like kafka-console-consumer"),
     "sql": ("kinesim.analytics.sql_cli",
-            "Spark SQL over what Firehose delivered, each delivery stream a table (needs Java 17+); "
+            "Spark SQL over what Firehose delivered, each delivery stream a table (needs kinesim[spark] and "
+            "Java 17+); "
             "--continuous: over live streams"),
     "queries": ("kinesim.analytics.queries_cli",
                 "list, stop, resume or delete the continuous queries `kinesim sql --continuous --into` started"),
@@ -123,7 +124,19 @@ def _command_parser(sub: argparse._SubParsersAction, name: str) -> None:
     module = importlib.import_module(COMMANDS[name][0])
     module.configure(sub.add_parser(
         name, help=COMMANDS[name][1], description=getattr(module, "DESCRIPTION", module.__doc__),
-        epilog=getattr(module, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter))
+        epilog=getattr(module, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False))
+
+
+def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """Exit as argparse does for arguments no parser took, but with the command's own usage and,
+    for a mistyped option, the one it is closest to (`tail --form`: did you mean --format?)."""
+    import difflib
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    typo = next((a.split("=", 1)[0] for a in unknown if a.startswith("--")), None)
+    close = difflib.get_close_matches(typo, options, n=1, cutoff=0.6) if typo else []
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
 
 def _exit_at_once(signum: int, frame: object) -> None:
@@ -159,8 +172,12 @@ def _ctrl_c_raises() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="kinesim", description=DESCRIPTION,
+def build_parser(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The `kinesim` parser and its commands' (only serve's for `kinesim serve ...`)."""
+    # No parser takes an abbreviation of an option: `tail --form` (a typo) would be taken for
+    # --format and answered "invalid choice", and a new option could change what an old
+    # abbreviation means. An unknown option is reported as what it is.
+    parser = argparse.ArgumentParser(prog="kinesim", description=DESCRIPTION, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
@@ -169,7 +186,14 @@ def _main(argv: list[str] | None) -> int:
     if (sys.argv[1:] if argv is None else list(argv))[:1] != ["serve"]:
         for name in COMMANDS:
             _command_parser(sub, name)
-    args = parser.parse_args(argv)
+    return parser, sub
+
+
+def _main(argv: list[str] | None) -> int:
+    parser, sub = build_parser(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unrecognized(sub.choices.get(args.command, parser), unknown)
     if args.command is None:
         parser.print_help()
         return 2

@@ -72,8 +72,18 @@ class Edge(Services):
         self.guard = RequestGuard(settings.host, settings.allowed_hosts, settings.cors_origins)
         # The temporary credentials STS issues are accepted too, until they expire, and IAM users'
         # Active access keys.
+        self._secrets = secrets
         self.verifier = None if secrets is None else sigv4.Verifier(
             ChainMap(self.sts.credentials, secrets, self.principals.secrets))
+
+    def reset(self, names: Iterable[str] = ()) -> tuple[str, ...]:
+        """`Services.reset`; the credentials STS issued before it are no longer accepted, and kinesim's
+        own routes are made again on their next use (the web console's keep services it was given)."""
+        done = super().reset(names)
+        self.flask.forget()
+        if self.verifier is not None and "sts" in done:
+            self.verifier = sigv4.Verifier(ChainMap(self.sts.credentials, self._secrets, self.principals.secrets))
+        return done
 
     # WSGI entry point
 

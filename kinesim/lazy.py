@@ -8,7 +8,8 @@ having imported or built the services that call does not need (issue 22).
 
 The stand-ins stay in place once the service is made, so that the edge's identity checks
 (`app is self.s3`, `service is self.sqs`) hold across the change; what they forward is then a
-plain instance-attribute lookup (see `LazyService.__getattr__`), not a call per use.
+plain instance-attribute lookup (see `LazyService.__getattr__`), not a call per use. A reset of the
+server (`Services.reset`) has them `forget` the service, which is made again on its next use.
 """
 from __future__ import annotations
 
@@ -42,6 +43,13 @@ class Lazy(Generic[T]):
         """The value if it was made, without making it (closing what was started)."""
         return self._value
 
+    def forget(self) -> T | None:
+        """Drop the value, so that the next `get` makes a new one (a reset of the server, after
+        the old one was closed and its data deleted); the value dropped, if any."""
+        with self._lock:
+            value, self._value = self._value, None
+        return value
+
 
 # Attributes a service sets once in its constructor and never replaces: a stand-in keeps them,
 # as it keeps the service's bound methods, after their first lookup.
@@ -56,10 +64,21 @@ class LazyService:
     def __getattr__(self, name: str) -> Any:  # only for names not (yet) in this object's __dict__
         if name.startswith("__"):
             raise AttributeError(name)  # copy, pickle and friends probing: not the service's
-        value = getattr(self.lazy.get(), name)
+        service = self.lazy.get()
+        value = getattr(service, name)
         if name in _STABLE or inspect.ismethod(value):
             self.__dict__[name] = value
+            if self.lazy.if_made() is not service:  # forgotten meanwhile: keep nothing of the old one
+                self.__dict__.pop(name, None)
         return value
+
+    def forget(self) -> Any:
+        """Make the service again on its next use (`Lazy.forget`), keeping nothing of the old one;
+        the old service, if it was made."""
+        service = self.lazy.forget()
+        for name in [n for n in self.__dict__ if n not in ("lazy", "target_prefix")]:
+            self.__dict__.pop(name, None)
+        return service
 
 
 class LazyApp:
@@ -80,3 +99,7 @@ class LazyApp:
 
     def error_answer(self, err: Any, environ: dict[str, Any] | None = None) -> tuple[str, list, bytes]:
         return self.lazy.get().error_answer(err, environ)
+
+    def forget(self) -> Any:
+        """Make the app again on its next use; the old app, if it was made."""
+        return self.lazy.forget()

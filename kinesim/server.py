@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import resource
@@ -47,6 +48,10 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
     warn_if_exposed(settings)
     if not 0 < settings.idle_connection_s <= 60:
         raise SystemExit("kinesim: --idle-timeout must be more than 0 and at most 60 seconds")
+    if spark:
+        from .analytics import spark_extra  # finds, imports nothing of Spark's
+        if spark_extra.missing():
+            raise SystemExit(spark_extra.message("kinesim serve --spark"))
     url = f"http://{settings.host}:{settings.port}"
     try:
         owner = None if settings.in_memory else claim(settings.data_dir, url)
@@ -136,8 +141,11 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as err:
-            raise SettingsError(f"cannot listen on {host}:{port}: {err.strerror}. Another server (kinesim, "
-                                "LocalStack...) is probably using it: stop it, or choose another --port.") from None
+            if err.errno == errno.EADDRINUSE:
+                from .port_holder import port_taken_message  # only when the port is taken
+                raise SettingsError(port_taken_message(host, port, err.strerror)) from None
+            raise SettingsError(f"cannot listen on {host}:{port}: {err.strerror}. Choose another --host or "
+                                "--port.") from None
 
 
 def raise_open_files_limit() -> int:

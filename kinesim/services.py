@@ -6,14 +6,18 @@ data directory holds something of its that must resume (delivery streams, event 
 buckets, log groups: `Services._resume`). The stand-ins that route to them (`services`, `s3`,
 `lambda_rest`, `query_apps`, `sqs`) exist from the start and stay the same objects once the
 services behind them are made: the request path (`edge.py`) compares apps and services by identity.
+A reset (`reset`, `POST /_kinesim/reset`) closes services, deletes their state and has the stand-ins
+make them anew.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+import shutil
+import tempfile
 import threading
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from .cloudformation.lazy import LazyCloudFormation
 from .config import Settings
@@ -41,6 +45,8 @@ class Services:
         self.settings = settings
         self._own_credentials = own_credentials
         self.store = Store(None if settings.in_memory else settings.data_dir)
+        self._reset_lock = threading.Lock()  # one reset at a time (`reset`)
+        self._functions_tmp: str | None = None  # --in-memory: functions' code and logs (`_functions_files`)
         # In-process deliveries between services by ARN (OnFailure destinations, SNS subscriptions):
         # each receiving service registers its sender here.
         self.destinations = Destinations()
@@ -179,10 +185,19 @@ class Services:
         # SQS first: the pollers of SQS event source mappings resume as the Lambda service starts.
         from .functions.service import LambdaService
         functions = LambdaService(self.settings, self.store, self.kinesis, self.objects, self.destinations,
-                                  queues=self.sqs.consumers)
+                                  queues=self.sqs.consumers, files_dir=self._functions_files())
         # Asynchronous invocations accepted before a restart resume, now that their destinations can be reached.
         functions.async_invoker.start()
         return functions
+
+    def _functions_files(self) -> str:
+        """Where functions' code, layers and logs are kept: the data directory, or with --in-memory
+        a temporary directory of this server's (kept across resets, removed by `close`)."""
+        if not self.settings.in_memory:
+            return self.settings.data_dir
+        if self._functions_tmp is None:
+            self._functions_tmp = tempfile.mkdtemp(prefix="kinesim-functions-")
+        return self._functions_tmp
 
     def _make_lambda_rest(self) -> Any:
         from .protocol.rest import RestApp
@@ -293,6 +308,100 @@ class Services:
                 made.close()
         self.kinesis.close()
         self.store.close()
+        if self._functions_tmp is not None:
+            shutil.rmtree(self._functions_tmp, ignore_errors=True)
+
+    # Reset (`POST /_kinesim/reset`): see reset.py for what each service keeps
+
+    def reset(self, names: Iterable[str] = ()) -> tuple[str, ...]:
+        """Leave the named services (all of them when none is named) as a freshly started server
+        has them, and answer their names; ValueError for a name that is no service's.
+
+        Their background work is stopped and their resources deleted (from memory, the store and
+        disk), then each is made again on its next use. The services that hold one of them
+        (`reset.HOLDERS`) are closed and made again too, keeping their own resources: as after a
+        restart, they resume from the store (`_resume`, run before this answers). A request in
+        flight meanwhile may see the old service closing (an error answer), never a crash."""
+        from . import reset as resets
+        named = resets.checked(names)
+        with self._reset_lock:
+            self._resuming.join()
+            remade = resets.with_holders(named)
+            if "cloudformation" in named and self.cloudformation.made:
+                resets.stop_stack_operations(self.cloudformation.service)
+            closers = self._closers()
+            closed = {name: self._made_of(name) for name in remade}
+            for name in _CLOSE_ORDER:
+                if name in remade and closed[name] is not None:
+                    if name == "kinesis":
+                        resets.stop_kinesis(self.kinesis)
+                    closers[name](closed[name])
+            files = self._functions_tmp if self.settings.in_memory else self.settings.data_dir
+            resets.delete_state(self.store, named, self.s3_root, files, self._functions.if_made())
+            for name in remade:
+                late = self._remake(name)
+                if late is not None and late is not closed[name]:  # made while the old one closed
+                    closers[name](late)
+            self._resume()
+        log.info("reset %s", ", ".join(named))
+        return named
+
+    def _made_of(self, name: str) -> Any:
+        """The service of that name if it was made (None: it has nothing to stop)."""
+        if name == "kinesis":
+            return self.kinesis
+        if name == "cloudformation":
+            return self.cloudformation.service if self.cloudformation.made else None
+        return self._lazy_of(name).if_made()
+
+    def _lazy_of(self, name: str) -> Lazy:
+        return {"s3": self._objects, "lambda": self._functions, "sns": self._sns, "sts": self._sts,
+                "iam": self._iam}.get(name) or self._lazy_services[_TARGET_PREFIXES[name]]
+
+    def _closers(self) -> dict[str, Callable[[Any], None]]:
+        """How each service's background work stops, as `close` stops it."""
+        def objects(made: Any) -> None:
+            self.lifecycle_sweeper.stop()
+            made.notifications.close()
+
+        def kinesis(made: Any) -> None:
+            self.channel_delivery.close()
+            self.sweeper.stop()
+            made.close()
+
+        closers: dict[str, Callable[[Any], None]] = {
+            name: lambda made: getattr(made, "close", lambda: None)() for name in _CLOSE_ORDER}
+        closers.update(s3=objects, kinesis=kinesis, cloudformation=lambda made: None)
+        return closers
+
+    def _remake(self, name: str) -> Any:
+        """Have the service of that name made anew (Kinesis at once, the others on first use);
+        what was made until now, if anything."""
+        if name == "kinesis":
+            self.kinesis = KinesisService(self.settings, self.store, self.long_polls)
+            self.services[self.kinesis.target_prefix] = self.kinesis
+            self.channel_delivery = channel_delivery.attach(
+                self.kinesis, lambda bucket: self.objects.bucket_exists(bucket),
+                lambda *args, **kwargs: self.objects.put_object(*args, **kwargs))
+            self.channel_delivery.start()
+            self.sweeper = Sweeper(self.kinesis, self.settings.retention_sweep_s)
+            self.sweeper.start()
+            return None
+        if name == "cloudformation":
+            return self.cloudformation.forget()
+        app = {"s3": self.s3, "lambda": self.lambda_rest, "sns": self.query_apps["sns"],
+               "sts": self.query_apps["sts"], "iam": self.query_apps["iam"]}.get(name)
+        if app is not None:
+            app.forget()
+            return self._lazy_of(name).forget()
+        return self.services[_TARGET_PREFIXES[name]].forget()  # the stand-in forgets its cached methods
+
+
+# The order services stop in (`close`'s): those that call others first, Kinesis last.
+_CLOSE_ORDER = ("cloudformation", "s3", "sns", "firehose", "logs", "sqs", "lambda", "ecr", "ssm", "iam", "sts",
+                "kinesis")
+_TARGET_PREFIXES = {"sqs": "AmazonSQS", "firehose": "Firehose_20150804", "logs": "Logs_20140328",
+                    "ecr": "AmazonEC2ContainerRegistry_V20150921", "ssm": "AmazonSSM"}
 
 
 def _checked(service: Any, target_prefix: str) -> Any:

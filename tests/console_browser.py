@@ -117,6 +117,13 @@ class Console:
         page.screenshot(path=str(path), full_page=True)
         return path
 
+    @staticmethod
+    def shot_of(locator, name: str) -> Path:
+        """A PNG of one part of a page (a chart, say) as an artefact named `name`.png."""
+        path = artifacts_dir() / f"{name}.png"
+        locator.screenshot(path=str(path))
+        return path
+
 
 def live(page) -> None:
     """Wait until the page's polls are answered: the header's badge turns "live"."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -216,6 +218,33 @@ def test_sam_code_uri_in_globals_and_a_region_of_another_partition(tmp_path):
     assert out["Resources"]["F"]["Properties"]["Code"] == {"S3Bucket": "code", "S3Key": "src"}
     arns = out["Resources"]["FRole"]["Properties"]["ManagedPolicyArns"]
     assert all(arn.startswith("arn:aws-cn:iam::aws:policy/") for arn in arns)
+
+
+def test_sam_transform_leaves_no_unpublished_metrics_warning(caplog):
+    # The translator warned "There are unpublished metrics" once per translation, in the server log.
+    import gc
+    import logging
+    template = load_template(ROOT_TEMPLATE)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            translate(in_s3(template), "us-east-1", parameter_values(template, {}))
+        with pytest.raises(TemplateError):
+            translate({"Transform": "AWS::Serverless-2016-10-31", "Resources": {"F": {
+                "Type": "AWS::Serverless::Function", "Properties": {"Handler": "a.h", "Runtime": "python3.11"}}}},
+                "us-east-1", {})
+        gc.collect()
+    assert not [r for r in caplog.records if "unpublished metrics" in r.getMessage()], caplog.text
+    # Not by silencing the translator's logs: its other warnings still show.
+    assert logging.getLogger("samtranslator.metrics.metrics").getEffectiveLevel() <= logging.WARNING
+    assert not logging.getLogger("samtranslator.metrics.metrics").filters
+
+
+def test_sam_builds_are_not_committed():
+    # `sam build` writes .aws-sam/ beside the template: the repository's and the examples'.
+    assert ".aws-sam/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        for path in (".aws-sam/build/template.yaml", "examples/cdk-uploads/.aws-sam/build.toml"):
+            assert subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path]).returncode == 0, path
 
 
 def test_bundled_managed_policy_loader_needs_no_iam():

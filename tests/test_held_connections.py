@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -13,7 +14,8 @@ import urllib.parse
 import requests
 
 from conftest import client_for, start_server, wait_for
-from kinesim.server import ServerProcess
+from kinesim import port_holder
+from kinesim.server import ServerProcess, free_port
 from test_edge_safety import AUTH, _await_status, _open_subscription, kinesis_headers
 
 
@@ -163,6 +165,30 @@ def test_a_port_in_use_is_refused(tmp_path):
     assert out.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in out.stderr, out.stderr
     assert "--port" in out.stderr and "listening" not in out.stderr
+    # It names who holds the port (this test's process) and how to free it.
+    command = port_holder._proc_command(str(os.getpid()))
+    assert command and f"it is held by pid {os.getpid()} ({command})." in out.stderr, out.stderr
+    assert f"Stop it (kill {os.getpid()}), or choose another --port." in out.stderr
+
+
+def test_who_holds_a_port_is_found_without_proc_too(monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert port_holder.port_holders(port)[0].pid == os.getpid()
+        assert port_holder._bound_inodes(port) and not port_holder._bound_inodes(free_port())
+        # Elsewhere than Linux: ss or lsof, when the machine has them.
+        monkeypatch.setattr(port_holder, "_from_proc", lambda port: [])
+        for tool in ("ss", "lsof"):
+            if shutil.which(tool):
+                found = getattr(port_holder, f"_from_{tool}")(port)
+                assert [h.pid for h in found] == [os.getpid()] and found[0].command, (tool, found)
+        # Nobody found: the message says what it can.
+        monkeypatch.setattr(port_holder, "port_holders", lambda port: [])
+        message = port_holder.port_taken_message("127.0.0.1", port, "Address already in use")
+        assert message == f"cannot listen on 127.0.0.1:{port}: Address already in use. Another server (kinesim, " \
+                          "LocalStack...) is probably using it: stop it, or choose another --port."
 
 
 def test_the_idle_timeout_is_checked(tmp_path):

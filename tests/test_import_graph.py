@@ -22,7 +22,7 @@ PACKAGES = ("kinesim", "firehose")
 # and the web framework of the admin routes.
 NOT_FROM_KINESIS = ("kinesim.functions", "firehose", "kinesim.s3", "kinesim.sqs", "kinesim.sns",
                     "kinesim.logs", "kinesim.deploy", "kinesim.edge", "kinesim.services", "kinesim.admin", "kinesim.server",
-                    "kinesim.analytics", "kinesim.console", "flask")
+                    "kinesim.analytics", "kinesim.stream_cli", "kinesim.webconsole", "flask")
 
 
 def _modules() -> dict[str, Path]:
@@ -55,23 +55,65 @@ def _imports(tree: ast.AST):
         stack.extend(ast.iter_child_nodes(node))
 
 
+def _from_base(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, relative imports resolved against `package`."""
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        parts = parts[:len(parts) - node.level + 1]
+        base = ".".join(parts + ([node.module] if node.module else []))
+    return base
+
+
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
 def import_graph() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        package = _package_of(name, path)
         for node in _imports(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    parts = parts[:len(parts) - node.level + 1]
-                    base = ".".join(parts + ([node.module] if node.module else []))
+                base = _from_base(node, package)
                 targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
             graph[name].update(t for t in targets if t in modules and t != name)
     return graph
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def private_names_used(importer: str, provider: str) -> list[str]:
+    """The `_private` names that modules of package `importer` take from modules of `provider`:
+    `from provider.x import _name`, and `x._name` where `x` was imported from `provider`."""
+    found = []
+    for name, path in _modules().items():
+        if not _within(name, importer):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        bound: set[str] = set()  # local names of provider's modules
+        for node in _imports(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _from_base(node, _package_of(name, path))
+                if not _within(base, provider):
+                    continue
+                for alias in node.names:
+                    if alias.name.startswith("_"):
+                        found.append(f"{name}: from {base} import {alias.name}")
+                    bound.add(alias.asname or alias.name)
+            else:
+                bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names
+                             if _within(alias.name, provider) and (alias.asname or "." not in alias.name))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
+                    and node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"{name}: {node.value.id}.{node.attr}")
+    return sorted(found)
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -150,3 +192,45 @@ def test_the_server_starts_without_the_deploy_engine():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [], f"importing kinesim.edge also imported: {done.stdout.split()}"
+
+
+# The deploy engine and the CloudFormation API around it: the API uses the engine through its
+# public names only, and the engine (which `kinesim deploy` and nested stacks also drive) knows
+# nothing of the API's modules.
+
+def test_the_deploy_engine_imports_nothing_of_the_cloudformation_api():
+    graph = import_graph()
+    found = sorted(f"{name} -> {dep}" for name, deps in graph.items() if _within(name, "kinesim.deploy")
+                   for dep in deps if _within(dep, "kinesim.cloudformation"))
+    assert found == [], found
+    assert "kinesim.deploy.template_url" in graph["kinesim.deploy.stack_resources"]
+
+
+def test_the_cloudformation_api_takes_no_private_name_of_the_engine():
+    assert private_names_used("kinesim.cloudformation", "kinesim.deploy") == []
+    # change sets still use the engine's plan, by its public names (plan.as_stored, plan.decide)
+    assert "kinesim.deploy.plan" in import_graph()["kinesim.cloudformation.changes"]
+
+
+def test_private_names_used_finds_both_forms(tmp_path, monkeypatch):
+    tree = ast.parse("from kinesim.deploy.plan import _x, y\nfrom kinesim.deploy import plan as p\np._z\ny._w\n")
+    path = tmp_path / "m.py"
+    path.write_text(ast.unparse(tree))
+    monkeypatch.setattr(sys.modules[__name__], "_modules", lambda: {"kinesim.cloudformation.m": path})
+    assert private_names_used("kinesim.cloudformation", "kinesim.deploy") == [
+        "kinesim.cloudformation.m: from kinesim.deploy.plan import _x", "kinesim.cloudformation.m: p._z",
+        "kinesim.cloudformation.m: y._w"]
+
+
+# Analytics reads what Firehose delivered through firehose.layout alone (which keys, which
+# partitions, which compression), not through how Firehose names and writes objects.
+FIREHOSE_FOR_READERS = {"firehose", "firehose.layout"}
+
+
+def test_analytics_uses_only_firehoses_layout_interface():
+    graph = import_graph()
+    found = sorted(f"{name} -> {dep}" for name, deps in graph.items() if _within(name, "kinesim.analytics")
+                   for dep in deps if _within(dep, "firehose") and dep not in FIREHOSE_FOR_READERS)
+    assert found == [], found
+    assert "firehose.layout" in graph["kinesim.analytics.table_sources"]
+    assert private_names_used("kinesim.analytics", "firehose") == []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import start_server
-from kinesim.console.generators import Clickstream
+from kinesim.stream_cli.generators import Clickstream
 
 pytestmark = pytest.mark.slow
 

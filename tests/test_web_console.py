@@ -309,6 +309,95 @@ def test_queues_topics_and_log_groups_pages_list_theirs(console, pipeline):
         console.shot(page, "log-groups")
 
 
+# how pages read: counts, names, charts
+
+# "1 objects", "1 records"...: a count of one with a plural noun.
+ONE_MANY = re.compile(r"(?<![\d,.])1 (open )?(objects|records|errors|readers|shards|streams|days|batches|files|rows|"
+                      r"dead letters|subscriptions|endpoints|user records|row groups)\b")
+
+# The words of `selector`'s elements that the page broke across lines: each text node (KS.breakable
+# ends one at each <wbr>) must keep every one of its words on one line.
+BROKEN_WORDS = """(selector) => {
+  const broken = [];
+  for (const node of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+    for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+      for (const m of text.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(text, m.index);
+        range.setEnd(text, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+# Where a chart's axis labels fall on its canvas (device pixels): [[left, right, text]] for the
+# time axis, the widest value label against the value axis' width, and the span of its x scale.
+CHART_LABELS = """(id) => {
+  const u = document.getElementById(id).plot;
+  const [x, y] = u.axes;
+  u.ctx.font = x.font[0];
+  const labels = x._values.map((text, i) => {
+    const at = u.valToPos(x._splits[i], "x", true), width = u.ctx.measureText(text).width;
+    return [at - width / 2, at + width / 2, text];
+  }).filter(([left, right, text]) => text !== null && right >= u.bbox.left - 1 && left <= u.bbox.left + u.bbox.width + 1);
+  u.ctx.font = y.font[0];
+  const widest = Math.max(...y._values.map((v) => u.ctx.measureText(v).width));
+  return {labels, canvas: u.ctx.canvas.width, widest, axis: y._size * devicePixelRatio,
+          span: u.scales.x.max - u.scales.x.min};
+}"""
+
+
+def check_chart(page, chart_id: str) -> None:
+    """The chart's time labels are one line each, apart, and inside the canvas; its value labels
+    fit their axis; its time span is minutes, not the years uPlot gave a chart of one point."""
+    expect(page.locator(f"#{chart_id} canvas").first).to_be_attached()
+    found = page.evaluate(CHART_LABELS, chart_id)
+    labels = found["labels"]
+    assert len(labels) >= 2, found
+    assert all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", text) for _, _, text in labels), found
+    assert labels[0][0] >= 0 and labels[-1][1] <= found["canvas"], found  # none cut at an edge
+    for (_, right, _), (left, _, _) in zip(labels, labels[1:]):
+        assert left - right >= 8, found  # none touching the next
+    assert found["widest"] < found["axis"], found
+    assert 0 < found["span"] <= 3600, found
+
+
+def test_overview_names_mappings_by_what_they_connect_and_counts_agree(console, pipeline):
+    (mapping,) = pipeline.client("lambda").list_event_source_mappings(FunctionName=pipeline.function)["EventSourceMappings"]
+    with console.open("/") as page:
+        row = page.locator(f'#overview-mappings tr[data-id="{mapping["UUID"]}"]')
+        expect(row.locator("td.name a")).to_have_text(f"{pipeline.function} ← {pipeline.stream}")
+        expect(row.locator("td.name a")).to_have_attribute("href", f"{PREFIX}/functions/{pipeline.function}")
+        expect(row.locator("td.name .detail")).to_have_text(mapping["UUID"])
+        expect(page.locator("#overview-buckets")).to_contain_text(re.compile(r"\d+ objects? · "))
+        expect(page.locator("#main")).not_to_contain_text(ONE_MANY)
+        # A narrow window: names wrap, at their parts (shop-|handle), never inside one.
+        for width in (1360, 980, 760):
+            page.set_viewport_size({"width": width, "height": 900})
+            expect(page.locator("#overview-mappings td.name")).to_be_visible()
+            assert page.evaluate(BROKEN_WORDS, "td.name, h1") == [], width
+        console.shot(page, "overview-narrow")
+
+
+def test_charts_labels_neither_overlap_nor_clip(console, pipeline):
+    with console.open(f"/streams/{pipeline.stream}") as page:
+        for chart in ("chart-write-rate", "chart-lag"):
+            check_chart(page, chart)
+            console.shot_of(page.locator(f"#{chart}"), chart)
+    with console.open(f"/functions/{pipeline.function}") as page:
+        for chart in ("chart-invocations", "chart-duration"):
+            check_chart(page, chart)
+            console.shot_of(page.locator(f"#{chart}"), chart)
+    with console.open(f"/delivery-streams/{pipeline.delivery}") as page:
+        for chart in ("chart-records", "chart-bytes"):
+            check_chart(page, chart)
+            console.shot_of(page.locator(f"#{chart}"), chart)
+
+
 def test_queries_page_without_queries_says_so(console):
     with console.open("/queries") as page:
         expect(page.locator("p.empty#queries")).to_be_visible()

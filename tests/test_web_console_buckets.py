@@ -262,13 +262,17 @@ def test_overview_rows(tmp_path):
         s3 = client_for(server.url, "s3", s3={"addressing_style": "path"})
         s3.create_bucket(Bucket="empty-one")
         s3.create_bucket(Bucket="full-one")
+        s3.create_bucket(Bucket="single-one")
         for key, size in (("a", 10), ("b/c", 20), ("b/d/e", 30)):
             s3.put_object(Bucket="full-one", Key=key, Body=b"x" * size)
+        s3.put_object(Bucket="single-one", Key="only", Body=b"x")
         rows = {r["name"]: r for r in buckets.overview_rows(server.edge)["buckets"]}
-        assert set(rows) == {"empty-one", "full-one"}
+        assert set(rows) == {"empty-one", "full-one", "single-one"}
         assert rows["full-one"]["figures"] == {"objects": 3, "bytes": 60}
         assert rows["full-one"]["href"] == "/_kinesim/console/buckets/full-one"
         assert rows["full-one"]["health"] == "3 objects · 60 B"
+        assert rows["single-one"]["health"] == "1 object · 1 B"  # not "1 objects"
         assert rows["empty-one"]["figures"] == {"objects": 0, "bytes": 0}
+        assert rows["empty-one"]["health"] == "0 objects · 0 B"
     finally:
         server.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 import uuid
 import zipfile
@@ -15,6 +16,7 @@ import pytest
 import requests
 
 from conftest import client_for, start_server, wait_for
+from kinesim.webconsole.figures import counted, plural
 
 API = "/_kinesim/console/api"
 ROLE = "arn:aws:iam::000000000000:role/r"
@@ -61,8 +63,14 @@ def queue_arn(aws, url: str) -> str:
     return aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
+# "1 objects", "1 open shards"...: a count of one with a plural noun.
+ONE_MANY = re.compile(r"(?<![\d,.])1 (open )?(objects|records|errors|readers|shards|streams|days|batches|dead letters|"
+                      r"subscriptions|endpoints|files|rows)\b")
+
+
 def rows_by_name(doc: dict, kind: str) -> dict[str, dict]:
-    return {row["name"]: row for k in doc["kinds"] if k["kind"] == kind for row in k["rows"]}
+    """The rows of a kind by what tells them apart: their id (a mapping's UUID), else their name."""
+    return {row.get("id", row["name"]): row for k in doc["kinds"] if k["kind"] == kind for row in k["rows"]}
 
 
 def test_every_kind_is_listed_with_state_and_health(server, aws):
@@ -121,9 +129,22 @@ def test_every_kind_is_listed_with_state_and_health(server, aws):
     assert rows_by_name(doc, "queues")[kinesis_queue]["health"].startswith(f"from stream {stream}")
     assert "kept forever" in rows_by_name(doc, "log-groups")[group]["health"]
     assert rows_by_name(doc, "queries") == {}  # none without Spark (tests/test_web_console_queries.py)
+    # A mapping is named by what it connects, its UUID second; counts agree with their nouns.
+    row = rows_by_name(doc, "mappings")[mapping]
+    assert (row["name"], row["detail"]) == (f"{function} ← {stream}", mapping)
+    assert row["href"] == f"/_kinesim/console/functions/{function}" and "→" not in row["health"]
+    for kind in doc["kinds"]:
+        for r in kind["rows"]:
+            assert not ONE_MANY.search(r["health"]), r["health"]
     # the mapping reads the stream: its 20 records are checkpointed, and the overview says so
     wait_for(lambda: rows_by_name(get(server, "/overview"), "mappings")[mapping]["figures"]["lag_records"] == 0,
              timeout=60)
+
+
+def test_counts_agree_with_their_nouns():
+    assert [counted(n, "object") for n in (0, 1, 2, 1024)] == ["0 objects", "1 object", "2 objects", "1,024 objects"]
+    assert counted(1, "batch", "batches") == "1 batch" and counted(3, "batch", "batches") == "3 batches"
+    assert plural(1, "dead letter") == "dead letter" and plural(0, "dead letter") == "dead letters"
 
 
 def test_data_dir_size_grows_after_puts(server, aws):

@@ -178,7 +178,7 @@ def test_a_record_shows_a_bounded_text_whatever_it_decodes_to(server, console, k
     assert (shown["format"], shown["truncated"], len(shown["text"])) == ("json", True, 8192)
     assert shown["text"].startswith("[\n  [\n    [\n")
     kpl = records["kpl"]
-    assert kpl["text"] == "KPL aggregate of 100000 user records"
+    assert kpl["text"] == "KPL aggregate of 100,000 user records"
     assert 0 < len(kpl["user_records"]) < 200 and kpl["user_records_hidden"] == 100_000 - len(kpl["user_records"])
     assert kpl["user_records"][0] == {"subsequence": 0, "partition_key": "user", "explicit_hash_key": None, "size": 0,
                                       "format": "text", "text": "", "truncated": False}
@@ -282,7 +282,7 @@ def test_overview_rows_of_streams_and_channels(tmp_path):
         assert set(by_name) == {"plain", "demand"}
         assert by_name["plain"]["href"] == "/_kinesim/console/streams/plain"
         assert by_name["plain"]["state"] == "ACTIVE" and by_name["plain"]["figures"]["open_shards"] == 2
-        assert "records/s in" in by_name["plain"]["health"]
+        assert "records/s in · 2 open shards · 0 readers · max lag" in by_name["plain"]["health"]
         [channel] = rows["channels"]
         assert channel["name"] == "to-s3" and channel["href"] == "/_kinesim/console/streams/demand"
         assert "demand → s3://channel-sink" in channel["health"]

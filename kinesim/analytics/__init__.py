@@ -60,6 +60,8 @@ from typing import Any
 
 def spark_session(master: str = "local[*]", app_name: str = "kinesim", **conf: Any):
     """A local SparkSession set up for kinesim (see `session`)."""
+    from .spark_extra import require
+    require("kinesim.analytics.spark_session()")
     from .session import spark_session as make
     return make(master, app_name, **conf)
 
@@ -82,6 +84,8 @@ def connect(endpoint_url: str | None = None, *, tables: dict[str, str] | None = 
     ``memory`` is the warm server's driver memory when this call starts it. Every session reads
     streams too: ``spark.readStream.format("kinesim")``."""
     import logging
+    from .spark_extra import require
+    require("kinesim.analytics.connect()")  # SparkMissing (an ImportError), saying how to add Spark
     from .tables import plan_tables, register_sources
     log = logging.getLogger("kinesim.analytics")
     sources, catalog = plan_tables(endpoint_url, tables=tables, streams=streams)  # fails fast, before Spark starts

@@ -339,7 +339,7 @@ def stop_process(process: subprocess.Popen, group: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kinesim.analytics.connect_server")
+    parser = argparse.ArgumentParser(prog="python -m kinesim.analytics.connect_server", allow_abbrev=False)
     parser.add_argument("endpoint_url")
     parser.add_argument("--memory", help="the Spark driver's memory, e.g. 4g")
     args = parser.parse_args(argv)

@@ -23,7 +23,7 @@ import tempfile
 import uuid
 from typing import IO, Any
 
-from . import continuous
+from . import continuous, spark_extra
 from .continuous import Query, QueryError
 from .remote import remote_session
 from .results import ascii_table, pairs, print_result, spark_error, spark_errors
@@ -254,6 +254,10 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         directory = continuous.queries_dir(state_dir(s3_root))
         query = continuous.load(directory, args.name) if args.name else None
         address = running(state_dir(s3_root))
+        if (address or args.action == "resume") and spark_extra.missing():
+            # Without Spark's client, what is on disk is listed, shown, stopped or deleted all the same.
+            err.write(spark_extra.message(f"kinesim queries {args.action}") + "\n")
+            return 1
         if args.action == "resume" and not address:
             from .connect_server import ensure
             address = ensure(args.endpoint_url, s3_root, None, say)

@@ -170,8 +170,13 @@ def condition(err: BaseException) -> str | None:
 
 
 def spark_errors() -> tuple[type[BaseException], ...]:
-    from pyspark.errors import PySparkException
-    from py4j.protocol import Py4JJavaError
+    """Spark's exception types, for an `except` clause; none without Spark installed (an `except`
+    evaluated as another error propagates must not raise an ImportError of its own)."""
+    try:
+        from pyspark.errors import PySparkException
+        from py4j.protocol import Py4JJavaError
+    except ImportError:
+        return ()
     return PySparkException, Py4JJavaError
 
 

@@ -348,9 +348,13 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         stdin: IO[str] | None = None) -> int:
     """`kinesim sql`: 0 when every statement ran, 1 when one failed (or Spark / the server could not
     be used), 2 for a usage error."""
+    from . import spark_extra
     from .session import JavaNotFoundError
     from .tables import ServerUnreachable
     out, err, stdin = out or sys.stdout, err or sys.stderr, stdin or sys.stdin
+    if spark_extra.missing():  # Spark is an extra of kinesim's install: say how to add it, before anything else
+        err.write(spark_extra.message("kinesim sql") + "\n")
+        return 1
     if getattr(args, "continuous", False):
         from .queries_cli import run_continuous
         return run_continuous(args, out, err)

@@ -13,14 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from firehose import compression, keys
-from firehose.delivery import S3_FAILED
+from firehose import layout  # how Firehose lays out what it delivers: its one interface used here
 
-ERROR_DIRECTORIES = frozenset(keys.ERROR_OUTPUT_TYPES) | {S3_FAILED}
+ERROR_DIRECTORIES = layout.ERROR_DIRECTORIES
 _KV_SEGMENT = re.compile(r"[^=/]+=[^/]*")
-# `!{namespace:value}`, as firehose.keys parses prefixes.
-_EXPRESSION = re.compile(r"!\{([A-Za-z]+):([^{}]*)\}")
-_DEFAULT_TIME = r"\d{4}/\d{2}/\d{2}/\d{2}/"
 # Characters Spark's partition discovery unescapes from %XX in a directory's value.
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^')
 
@@ -55,40 +51,6 @@ def _bucket_from_arn(arn: str) -> str:
     return arn.split(":::", 1)[-1]
 
 
-def _template_regex(template: str, groups: dict[str, str], error_output: bool = False) -> str:
-    """A regex for the keys a Firehose prefix template evaluates to (the object name not included).
-
-    Partition-key expressions become named groups (group name -> key name in `groups`).
-    """
-    found = list(_EXPRESSION.finditer(template))
-    if not found:
-        # No expression: the text, then (for error output) the error type, then the time.
-        types = "(?:" + "|".join(re.escape(t) for t in sorted(ERROR_DIRECTORIES)) + ")/" if error_output else ""
-        return re.escape(template) + types + _DEFAULT_TIME
-    out, pos = [], 0
-    for match in found:
-        out.append(re.escape(template[pos:match.start()]))
-        namespace, value = match.groups()
-        if namespace in keys.PARTITION_NAMESPACES:
-            group = f"k{len(groups)}"
-            groups[group] = value.strip()
-            out.append(f"(?P<{group}>[^/]*)")
-        elif namespace == "firehose" and value.strip() == "error-output-type":
-            out.append("(?:" + "|".join(re.escape(t) for t in sorted(ERROR_DIRECTORIES)) + ")")
-        elif namespace == "timestamp":
-            # A pattern such as yyyy/MM/dd spans as many segments as it has slashes.
-            out.append("[^/]*" + "/[^/]*" * value.count("/"))
-        else:
-            out.append("[^/]*")
-        pos = match.end()
-    out.append(re.escape(template[pos:]))
-    return "".join(out)
-
-
-def _object_name(stream: str) -> str:
-    return re.escape(stream) + r"-\d+-\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}-[^/]+"
-
-
 def _static_dir(prefix: str) -> str:
     """The directory part of a prefix before its first expression: every key is under it."""
     static = prefix.split("!{", 1)[0]
@@ -107,13 +69,11 @@ def stream_source(description: dict[str, Any], s3_root: str) -> Source | str:
     if not os.path.isdir(bucket_dir):
         return f"{name}: bucket {bucket} is not in kinesim's object store (an external S3 endpoint?)"
     prefix = dest.get("Prefix") or ""
-    groups: dict[str, str] = {}
-    pattern = re.compile("^" + _template_regex(prefix, groups) + _object_name(name) + "$")
-    error_template = keys.error_prefix_template(prefix, dest.get("ErrorOutputPrefix"))
-    excluded = [re.compile("^" + _template_regex(error_template, {}, error_output=True) + _object_name(name) + "$")]
+    data = layout.data_keys(name, prefix)
+    excluded = [layout.error_keys(name, prefix, dest.get("ErrorOutputPrefix"))]
     backup = dest.get("S3BackupDescription") if dest.get("S3BackupMode") == "Enabled" else None
     if backup and _bucket_from_arn(backup.get("BucketARN", "")) == bucket:
-        excluded.append(re.compile("^" + _template_regex(backup.get("Prefix") or "", {}) + _object_name(name) + "$"))
+        excluded.append(layout.data_keys(name, backup.get("Prefix")).regex)
     conversion = dest.get("DataFormatConversionConfiguration") or {}
     fmt = None
     if conversion.get("Enabled"):
@@ -121,8 +81,8 @@ def stream_source(description: dict[str, Any], s3_root: str) -> Source | str:
         fmt = "orc" if "OrcSerDe" in serializer else "parquet"
     static = _static_dir(prefix)
     return Source(name=table_name(name), location=f"s3://{bucket}/{prefix}", bucket_dir=bucket_dir,
-                  walk_from=os.path.join(bucket_dir, static), prefix=static, pattern=pattern, excluded=excluded,
-                  partition_keys=groups, format=fmt, stream=name)
+                  walk_from=os.path.join(bucket_dir, static), prefix=static, pattern=data.regex, excluded=excluded,
+                  partition_keys=dict(data.partition_keys), format=fmt, stream=name)
 
 
 def prefix_source(name: str, location: str, s3_root: str | None) -> Source:
@@ -171,7 +131,7 @@ def _sniff(path: str) -> str:
         return "zip"
     if head.startswith(b"\x28\xb5\x2f\xfd"):
         return "zstd"  # a Kinesis channel's ZSTD objects
-    if head.startswith(compression.XERIAL_MAGIC):
+    if head.startswith(layout.SNAPPY_MAGIC):
         return "snappy"
     if path.endswith((".snappy", ".hsnappy")):
         return "hadoop-snappy"

@@ -23,7 +23,7 @@
    - compression: GZIP (``.gz``) and HADOOP_SNAPPY (``.snappy``, Hadoop's block format) are read
      by Spark itself. ZIP, Snappy (snappy-java's stream format, which Hadoop's SnappyCodec
      cannot read although it shares the ``.snappy`` extension) and gzip under a custom
-     FileExtension are decompressed with `firehose.compression.decompress` into a cache
+     FileExtension are decompressed with `firehose.layout.decompress` into a cache
      directory first, and so are objects whose records were written back to back without a
      newline (``{"a":1}{"a":2}``, what Firehose delivers when producers add no delimiter):
      those are rewritten one JSON object per line;

@@ -12,7 +12,7 @@ import os
 import shutil
 from typing import Iterable
 
-from firehose import compression
+from firehose import layout
 from kinesim.kinesis import channel_objects
 
 from .table_sources import DeliveredObject
@@ -43,7 +43,7 @@ def _peek_records(path: str, kind: str) -> bytes:
     if kind == "hadoop-snappy" and len(head) >= 8:
         # The first block: uncompressed length, compressed length, the raw snappy bytes.
         length = int.from_bytes(head[4:8], "big")
-        return compression.decompress(head[: 8 + length], "HADOOP_SNAPPY")
+        return layout.decompress(head[: 8 + length], "HADOOP_SNAPPY")
     return head
 
 
@@ -97,7 +97,7 @@ def _json_copy(obj: DeliveredObject, cache_dir: str, family: str = "json") -> st
         with open(obj.path, "rb") as f:
             raw = f.read()
         data = channel_objects.decompress(raw, "ZSTD") if obj.kind == "zstd" else \
-            compression.decompress(raw, _FORMAT_OF_KIND[obj.kind])
+            layout.decompress(raw, _FORMAT_OF_KIND[obj.kind])
         tmp = f"{copy}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
             f.write(data if family == "text" else _json_lines(data))

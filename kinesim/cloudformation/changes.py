@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kinesim.deploy.plan import _canonical, decide
+from kinesim.deploy.plan import as_stored, decide
 from kinesim.deploy.resources import create_only_properties
 from kinesim.deploy.stack import Prepared
 from kinesim.deploy.template import DeployError
@@ -44,7 +44,7 @@ def resource_changes(deployer: Any, prepared: Prepared, state: dict[str, Any]) -
             continue
         handler = deployer.handler(type_name)
         try:
-            desired = _canonical(handler.desired(resolver.resolve(resource.get("Properties") or {})))
+            desired = as_stored(handler.desired(resolver.resolve(resource.get("Properties") or {})))
             action, _ = decide(handler, record, type_name, desired)
         except (DeployError, ClientError, BotoCoreError):
             details = [_detail(name, "Conditional", "Dynamic", "ResourceReference")

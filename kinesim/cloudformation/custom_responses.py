@@ -41,6 +41,7 @@ class CustomResponses:
         self.base_url = base_url  # the server's address as functions reach it
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
+        self._abandoned: str | None = None  # why no request waits any more (a reset of the server)
 
     def open(self) -> tuple[str, str]:
         """A new request's token and ResponseURL."""
@@ -52,7 +53,20 @@ class CustomResponses:
     def wait(self, token: str, timeout: float) -> Any:
         """The answer (a dict, or a string saying why it could not be taken), or None after `timeout`."""
         pending = self._pending[token]
+        if self._abandoned is not None:
+            return self._abandoned
         return pending.answer if pending.arrived.wait(timeout) else None
+
+    def abandon(self, reason: str) -> None:
+        """Answer every request waiting, and every later one, with the failure `reason`: the
+        operations are being stopped (a reset of the server) and must not wait for providers."""
+        with self._lock:
+            self._abandoned = reason
+            pending = list(self._pending.values())
+        for waiting in pending:
+            if not waiting.arrived.is_set():
+                waiting.answer = reason
+                waiting.arrived.set()
 
     def close(self, token: str) -> None:
         with self._lock:

@@ -34,6 +34,13 @@ class LazyCloudFormation:
     def made(self) -> bool:
         return self._made is not None
 
+    def forget(self) -> Any:
+        """Make the service again on its next use (a reset of the server, its stack operations
+        stopped and its documents deleted); the old service, if it was made."""
+        with self._lock:
+            made, self._made = self._made, None
+        return made[0] if made is not None else None
+
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         return self._get()[1](environ, start_response)
 

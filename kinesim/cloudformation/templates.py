@@ -4,8 +4,6 @@ needs, and the summaries GetTemplateSummary and ValidateTemplate give of it."""
 from __future__ import annotations
 
 import json
-import re
-import urllib.parse
 from typing import Any, Callable
 
 from kinesim.deploy.intrinsics import Resolver, pseudo_parameters
@@ -14,17 +12,12 @@ from kinesim.deploy.sam import transforms
 from kinesim.deploy.template import TemplateError, check_resources, parse_document
 from kinesim.deploy.template_quotas import check_quotas
 from kinesim.deploy.template_reader import NotWellFormed
+from kinesim.deploy.template_url import s3_location as _s3_location
 from kinesim.protocol.errors import AwsError
 
 # The largest TemplateBody AWS takes (51,200 bytes) and TemplateURL object (1 MB).
 MAX_BODY_BYTES = 51_200
 MAX_URL_BYTES = 1_000_000
-
-# S3's URL forms (path-style and virtual-host, global and regional, dash and dot) as `sam deploy`,
-# `aws cloudformation deploy` and the CDK write them, and this server's own path-style URL.
-_VIRTUAL_HOST = re.compile(r"(?P<bucket>.+?)\.s3(?:[.-][a-z0-9-]+)?\.(?:amazonaws\.com(?:\.cn)?|localhost"
-                           r"(?:\.localstack\.cloud)?)$")
-_PATH_STYLE_HOST = re.compile(r"s3(?:[.-][a-z0-9-]+)?\.amazonaws\.com(?:\.cn)?$")
 
 
 def invalid(message: str) -> AwsError:
@@ -74,25 +67,11 @@ def check_processed_size(processed: dict[str, Any], params: dict[str, Any]) -> N
 
 
 def s3_location(url: str) -> tuple[str, str]:
-    """The bucket and key of a TemplateURL, in any of S3's URL forms or this server's path style."""
+    """The bucket and key of a TemplateURL (kinesim/deploy/template_url.py), or AWS's ValidationError."""
     try:
-        parsed = urllib.parse.urlsplit(url)
-        hostname = parsed.hostname  # parses the netloc: `http://[::1/b/k` is a ValueError here
-    except ValueError:
-        raise invalid("TemplateURL must be a supported URL.") from None
-    if parsed.scheme not in ("http", "https") or not hostname:
-        raise invalid("TemplateURL must be a supported URL.")
-    host = hostname.lower()
-    path = urllib.parse.unquote(parsed.path).lstrip("/")
-    virtual = _VIRTUAL_HOST.match(host)
-    if virtual:
-        bucket, key = virtual.group("bucket"), path
-    else:
-        # Path-style: AWS's own hosts, or any other host (this server, by whatever name the client uses).
-        bucket, _, key = path.partition("/")
-    if not bucket or not key:
-        raise invalid("TemplateURL must be a supported URL.")
-    return bucket, key
+        return _s3_location(url)
+    except TemplateError as err:
+        raise invalid(str(err)) from None
 
 
 def parse(text: str) -> dict[str, Any]:

@@ -98,7 +98,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def parser() -> argparse.ArgumentParser:
     return configure(argparse.ArgumentParser(prog="kinesim deploy", description=DESCRIPTION, epilog=EPILOG,
-                                             formatter_class=argparse.RawDescriptionHelpFormatter))
+                                             formatter_class=argparse.RawDescriptionHelpFormatter,
+                                             allow_abbrev=False))
 
 
 def main(argv: list[str] | None = None) -> int:

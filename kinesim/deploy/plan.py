@@ -51,15 +51,16 @@ def decide(handler: ResourceHandler, record: dict[str, Any] | None, type_name: s
         return "create", []
     if record["Type"] != type_name:
         return "replace", ["Type"]
-    if _canonical(record["Properties"]) == _canonical(desired):
+    if as_stored(record["Properties"]) == as_stored(desired):
         # An update a killed deploy left half-done is made again.
         return ("update", []) if record.get("Status") == "UPDATE_IN_PROGRESS" else ("unchanged", [])
-    reasons = handler.replacement_reasons(record["Properties"], _canonical(desired))
+    reasons = handler.replacement_reasons(record["Properties"], as_stored(desired))
     return ("replace", reasons) if reasons else ("update", [])
 
 
-def _canonical(value: Any) -> Any:
-    """As stored: JSON's types only, so that what was stored compares equal to what is desired."""
+def as_stored(value: Any) -> Any:
+    """As stored: JSON's types only, so that what was stored compares equal to what is desired
+    (the API's change sets compare properties so too)."""
     return json.loads(json.dumps(value))
 
 

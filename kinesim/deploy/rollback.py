@@ -20,7 +20,7 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Callable
 
 from .custom_resources import is_custom
-from .plan import _about, _as_found, _canonical, _dependencies_of, _now, creation_order, deletion_order, name_of
+from .plan import _about, _as_found, _dependencies_of, _now, as_stored, creation_order, deletion_order, name_of
 from .template import DeployError
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ class RollbackMixin:
                                           "Attributes": applied.attributes})
                 self._line("created", lid, base["Type"], applied.physical_id, "(rollback)")
             elif record.get("Status") == "UPDATE_IN_PROGRESS" or \
-                    _canonical(record["Properties"]) != _canonical(base["Properties"]):
+                    as_stored(record["Properties"]) != as_stored(base["Properties"]):
                 old = _as_found(record, base["Properties"])
                 self._check_code_at_hand(handler, base["Properties"], old)
                 self._record(state, lid, {**record, "Status": "UPDATE_IN_PROGRESS", "Target": base["Properties"]})

@@ -11,10 +11,12 @@ upload it; package.py).
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import boto3
 from samtranslator.internal.managed_policies import get_bundled_managed_policy_map
+from samtranslator.metrics.metrics import DummyMetricsPublisher, Metrics
 from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
@@ -23,6 +25,7 @@ from kinesim.config import partition_of
 from .template import TemplateError
 
 SAM_TRANSFORM = "AWS::Serverless-2016-10-31"
+_ONE_AT_A_TIME = threading.Lock()
 
 
 class BundledManagedPolicyLoader:
@@ -55,9 +58,17 @@ def translate(template: dict[str, Any], region: str, parameters: dict[str, Any])
                             f"(only {SAM_TRANSFORM})")
     if not is_sam(template):
         return template
-    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
-    try:
-        return translator.translate(copy.deepcopy(template), parameter_values=dict(parameters),
-                                    get_managed_policy_map=BundledManagedPolicyLoader(partition_of(region)).load)
-    except InvalidDocumentException as err:
-        raise TemplateError("SAM transform failed: " + "; ".join(c.message for c in err.causes)) from None
+    # The translator records metrics of its own for AWS (to a publisher that drops them here) and,
+    # when they are never published, warns "There are unpublished metrics" once per translation,
+    # in the server's log. They are published, to nowhere, after each one. One translation at a
+    # time: the translator keeps its metrics and the region of its ARNs in globals.
+    metrics = Metrics("ServerlessTransform", DummyMetricsPublisher())
+    with _ONE_AT_A_TIME:
+        translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region), metrics=metrics)
+        try:
+            return translator.translate(copy.deepcopy(template), parameter_values=dict(parameters),
+                                        get_managed_policy_map=BundledManagedPolicyLoader(partition_of(region)).load)
+        except InvalidDocumentException as err:
+            raise TemplateError("SAM transform failed: " + "; ".join(c.message for c in err.causes)) from None
+        finally:
+            metrics.publish()

@@ -32,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .intrinsics import Resolver, pseudo_parameters
 from .custom_resources import CustomResource, is_custom, masked
 from .handlers import HANDLERS, handler_class
-from .plan import _about, _as_found, _canonical, _now, creation_order, decide, deletion_order, name_of
+from .plan import _about, _as_found, _now, as_stored, creation_order, decide, deletion_order, name_of
 from .resources import ResourceHandler, Target
 from .rules import check_rules
 from .sam import translate
@@ -285,7 +285,7 @@ class Deployer(RollbackMixin):
         record = state["Resources"].get(lid)
         note = ""
         with _about(lid, type_name):
-            desired = _canonical(handler.desired(prepared.resolver.resolve(resource.get("Properties") or {})))
+            desired = as_stored(handler.desired(prepared.resolver.resolve(resource.get("Properties") or {})))
             action, reasons = decide(handler, record, type_name, desired)
             base = {"Type": type_name, "DependsOn": prepared.dependencies[lid],
                     "DeletionPolicy": resource.get("DeletionPolicy", "Delete")}

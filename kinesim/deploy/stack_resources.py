@@ -25,7 +25,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .resources import Applied, AttributeNames, ResourceHandler, error_code
-from .template import DeployError
+from .template import DeployError, TemplateError
+from .template_url import s3_location
 
 TYPE = "AWS::CloudFormation::Stack"
 # A nested stack may hold IAM resources and macros: its parent's acknowledgement covers them.
@@ -98,7 +99,6 @@ class CloudFormationStack(ResourceHandler):
     def _etag(self, url: str) -> str | None:
         """The version of the template at `url` (None if it cannot be read now: creating the child
         then says why, as CloudFormation does)."""
-        from kinesim.cloudformation.templates import s3_location  # the API's reading of a TemplateURL
         from kinesim.protocol.errors import AwsError
 
         if self.target.s3 is None:
@@ -106,7 +106,7 @@ class CloudFormationStack(ResourceHandler):
         try:
             bucket, key = s3_location(url)
             return str(self.target.s3.head_object(Bucket=bucket, Key=key).get("ETag"))
-        except (AwsError, ClientError, BotoCoreError):
+        except (TemplateError, AwsError, ClientError, BotoCoreError):
             return None
 
     # the API calls

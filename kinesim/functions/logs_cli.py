@@ -13,7 +13,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from ..console import reader_gone
+from ..stream_cli import reader_gone
 
 DEFAULT_ENDPOINT = "http://localhost:4566"
 _SINCE = re.compile(r"(\d+)([smhd])")

@@ -75,7 +75,7 @@ class VersionedInvocation(Invocation):
 class LambdaService:
     def __init__(self, settings: Settings, store: Store, kinesis: "KinesisService",
                  objects: "ObjectStore | None" = None, destinations: "Destinations | None" = None,
-                 queues: "QueueSource | None" = None):
+                 queues: "QueueSource | None" = None, files_dir: str | None = None):
         from .logs import FunctionLogs
         from .pollers import MappingManager
         from .runtime import FunctionRuntime
@@ -89,9 +89,10 @@ class LambdaService:
         self.protocol = RestJsonProtocol("lambda", malformed_body=malformed_body)
         self.validator = ModelValidator("lambda")
         self.lock = threading.RLock()  # function and mapping creation, update, deletion
-        # --in-memory: code and logs in a throwaway directory, like the database.
-        self._tmp = tempfile.mkdtemp(prefix="kinesim-functions-") if settings.in_memory else None
-        base = self._tmp or settings.data_dir
+        # --in-memory: code and logs in a throwaway directory, like the database, unless the caller
+        # gives one it keeps across services (`files_dir`: the server's, which a reset keeps).
+        self._tmp = tempfile.mkdtemp(prefix="kinesim-functions-") if settings.in_memory and not files_dir else None
+        base = files_dir or self._tmp or settings.data_dir
         self.code = CodeStore(os.path.join(base, "functions"))
         self.logs = FunctionLogs(os.path.join(base, "logs"))
         self.runtime = FunctionRuntime(self.logs, self.endpoint_url, settings.region, settings.account_id)

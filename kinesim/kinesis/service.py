@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable
 
 from ..config import Settings
-from ..protocol.errors import in_use, invalid_argument, not_found
+from ..protocol.errors import AwsError, in_use, invalid_argument, not_found
 from ..protocol.operations import JsonService
 from ..protocol.validation import ModelValidator
 from ..long_polls import LongPolls
@@ -47,6 +47,7 @@ class KinesisService(JsonService):
         # must not wait for a stream's lock, and the uid counter has a leaf lock of its own.
         self.lock = threading.RLock()  # the streams map: creation/deletion, account-wide shard counts
         self._uid_lock = threading.Lock()
+        self._closed = False  # no uid is given out once closed (`close`)
         self._timers: list[threading.Timer] = []
         self.streams: dict[str, Stream] = {}
         for doc in store.documents("stream").values():
@@ -202,7 +203,13 @@ class KinesisService(JsonService):
         timer.start()
 
     def close(self) -> None:
-        """Stop the timers of pending reshards (a restart applies those from the stored documents)."""
+        """Stop the timers of pending reshards (a restart applies those from the stored documents).
+        No shard is made from now on and the uid counter is stored as it ends: the service made
+        after a reset (`Services.reset`) reads it, and no request still in this one's hands may
+        give out a uid that the new one gives out too."""
+        with self._uid_lock:
+            self._closed = True
+        self._save_uid_counter()
         for timer in self._timers:
             timer.cancel()
 
@@ -258,6 +265,8 @@ class KinesisService(JsonService):
     def new_shard_uid(self) -> int:
         """A uid for a new shard. Durable once a document names it (see `_save_uid_counter`)."""
         with self._uid_lock:
+            if self._closed:
+                raise AwsError("ServiceUnavailable", "The service is stopping or being reset; try again.", 503)
             uid = self._next_uid
             self._next_uid += 1
             return uid

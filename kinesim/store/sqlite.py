@@ -143,6 +143,10 @@ class Store:
             self._in_transaction("DELETE FROM documents WHERE kind=? AND name=?", [(kind, n) for n in names])
         self._space.freed()
 
+    def document_kinds(self) -> list[str]:
+        """The kinds that have documents (a reset deletes them by the service that owns each)."""
+        return [kind for (kind,) in self._reader().execute("SELECT DISTINCT kind FROM documents ORDER BY kind")]
+
     def _in_transaction(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
             return
@@ -309,6 +313,12 @@ class Store:
         row = self._reader().execute(
             "SELECT arrival FROM firehose_buffer WHERE stream=? ORDER BY seq LIMIT 1", (stream,)).fetchone()
         return count, size, top, row[0] if row else None
+
+    def firehose_buffer_clear(self) -> None:
+        """Remove every delivery stream's rows (a reset of Firehose)."""
+        with self._write_lock:
+            self._write.execute("DELETE FROM firehose_buffer")
+        self._space.freed()
 
     def firehose_buffer_delete(self, stream: str, through_seq: int | None = None) -> None:
         """Remove a delivery stream's rows up to and including `through_seq` (all when None)."""

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from flask import Flask, Response, request, send_file
 
 from ..protocol.errors import AwsError
-from .figures import ms, size_text, tree_size
+from .figures import ms, plural, size_text, tree_size
 from .http import API, error, reads
 from .object_preview import preview
 from .pages import PREFIX, SECURITY_HEADERS
@@ -152,7 +152,7 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
     _SIZES.keep({info.name for info in infos})
     for info in infos:
         count, size, capped = _SIZES.of(objects.bucket_path(info.name), info.name)
-        health = f"{count:,}{'+' if capped else ''} objects · {size_text(size)}"
+        health = f"{count:,}{'+' if capped else ''} {plural(count, 'object')} · {size_text(size)}"
         if writers.get(info.name):
             health += " · written by " + ", ".join(sorted(writers[info.name]))
         rows.append({"name": info.name, "href": f"{PREFIX}/buckets/{quote(info.name, safe='')}", "state": "ok",

@@ -1,5 +1,5 @@
 """Small helpers the console's areas share to turn state into figures: bounded query arguments,
-epoch milliseconds, readable sizes, and the size of a directory tree."""
+epoch milliseconds, counted nouns, readable sizes, and the size of a directory tree."""
 from __future__ import annotations
 
 import os
@@ -19,6 +19,17 @@ def bounded(value: str | None, default: int, low: int, high: int) -> int:
 def ms(seconds: float | None) -> int | None:
     """Epoch seconds as the epoch milliseconds the pages take."""
     return None if seconds is None else int(seconds * 1000)
+
+
+def plural(n: float, noun: str, many: str | None = None) -> str:
+    """`noun` as it goes with `n`: "object" for 1, "objects" (or `many`) for any other count."""
+    return noun if n == 1 else many or noun + "s"
+
+
+def counted(n: int, noun: str, many: str | None = None) -> str:
+    """A count and its noun, as the console's lines write them: "1 object", "1,024 objects",
+    "0 dead letters"."""
+    return f"{n:,} {plural(n, noun, many)}"
 
 
 def size_text(n: int) -> str:

@@ -26,7 +26,7 @@ from flask import Flask, request
 from ..functions.log_tail import tail
 from ..functions.service import LambdaService
 from ..protocol.rest import RequestContext
-from .figures import bounded
+from .figures import bounded, counted
 from .http import API, acts, reads
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
         warm = workers["idle"] + workers["busy"]
         functions.append({
             "name": name, "href": PAGE + name, "state": fn.get("State", "Active"),
-            "health": f"{s['per_s']:.1f} invocations/s · {int(s['errors'])} errors in 5 min"
+            "health": f"{s['per_s']:.1f} invocations/s · {counted(int(s['errors']), 'error')} in 5 min"
                       + (f" · p99 {s['p99_ms']:.0f} ms" if s["p99_ms"] is not None else "")
                       + f" · {warm} warm ({workers['busy']} busy)",
             "figures": {"invocations": s["invocations"], "errors": s["errors"], "throttles": s["throttles"],
@@ -168,15 +168,18 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
     mappings = []
     for doc in sorted(list(svc.mappings.values()), key=lambda m: m.get("CreatedAt", 0)):
         row = mapping_row(svc, doc)
-        health = [f"{row['source']} → {row['function']}", row["last_result"] or ""]
+        health = [row["last_result"] or ""]
         if row["lag_records"] is not None:
-            health.append(f"{row['lag_records']} records behind")
+            health.append(f"{counted(row['lag_records'], 'record')} behind")
         if row["iterator_age_ms"] is not None:
             health.append(f"iterator age {row['iterator_age_ms']} ms")
         failed = sum(row["outcomes"].get(k, 0) for k in ("retried", "failed", "on-failure", "skipped", "problem"))
-        health.append(f"{failed} failed of the last {sum(row['outcomes'].values())} batches")
+        health.append(f"{failed:,} failed of the last {counted(sum(row['outcomes'].values()), 'batch', 'batches')}")
+        # Named as a user thinks of it, by what it connects (its UUID second): the function it
+        # runs and the stream or queue it reads, as "function ← source".
         mappings.append({
-            "name": row["uuid"], "href": PAGE + row["function"].split(":")[0], "state": row["state"],
+            "name": f"{row['function']} ← {row['source']}", "id": row["uuid"], "detail": row["uuid"],
+            "href": PAGE + row["function"].split(":")[0], "state": row["state"],
             "health": " · ".join(h for h in health if h),
             "figures": {"lag_records": row["lag_records"], "iterator_age_ms": row["iterator_age_ms"],
                         "failed": failed},

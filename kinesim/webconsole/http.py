@@ -18,7 +18,7 @@ from flask import Response, request
 from ..protocol.errors import AwsError
 from .pages import SECURITY_HEADERS
 
-log = logging.getLogger("kinesim.console")
+log = logging.getLogger("kinesim.webconsole")
 API = "/_kinesim/console/api"
 
 

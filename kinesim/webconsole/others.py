@@ -28,7 +28,7 @@ from ..kinesis.queue_stats import queue_stats as kinesis_queue_stats
 from ..logs.stats import group_stats
 from ..sns.stats import topic_stats
 from ..sqs.stats import queue_stats as sqs_queue_stats
-from .figures import ms, size_text
+from .figures import counted, ms, size_text
 from .http import API, reads
 from .pages import PREFIX
 
@@ -111,7 +111,7 @@ def _queue_health(row: dict[str, Any]) -> str:
         if not dlq["exists"]:
             parts.append(f"dead-letter queue {dlq['name']} missing")
         elif row["type"] == "kinesis":
-            parts.append(f"{dlq['depth']:,} dead letters")
+            parts.append(counted(dlq["depth"], "dead letter"))
         else:
             parts.append(f"DLQ {dlq['name']}: {dlq['depth']:,}")
     return " · ".join(parts)
@@ -127,13 +127,13 @@ def topics(edge: "Edge") -> dict[str, Any]:
         mine = [s for s in subscriptions if s["topic_arn"] == topic["arn"]]
         missing = sum(1 for s in mine if s["target"] is not None and not s["target"]["exists"])
         protocols = sorted({s["protocol"] for s in mine})
-        health = f"{topic['subscriptions']} subscription{'' if topic['subscriptions'] == 1 else 's'}"
+        health = counted(topic["subscriptions"], "subscription")
         if protocols:
             health += f" ({', '.join(protocols)})"
         if topic["pending"]:
             health += f" · {topic['pending']} pending confirmation"
         if missing:
-            health += f" · {missing} endpoint{'' if missing == 1 else 's'} missing"
+            health += f" · {counted(missing, 'endpoint')} missing"
         topic["health"] = health
     return {"topics": found, "subscriptions": subscriptions}
 
@@ -165,7 +165,6 @@ def log_groups(edge: "Edge", last_event: bool) -> list[dict[str, Any]]:
         name = row["name"]
         fn = name[len(LAMBDA_GROUP):] if name.startswith(LAMBDA_GROUP) else None
         row["function"] = fn if fn in functions else None
-        retention = f"kept {row['retention_days']} days" if row["retention_days"] else "kept forever"
-        row["health"] = (f"{size_text(row['stored_bytes'])} · {row['streams']} stream{'' if row['streams'] == 1 else 's'}"
-                         f" · {retention}")
+        retention = f"kept {counted(row['retention_days'], 'day')}" if row["retention_days"] else "kept forever"
+        row["health"] = f"{size_text(row['stored_bytes'])} · {counted(row['streams'], 'stream')} · {retention}"
     return rows

@@ -7,8 +7,9 @@ GET /api/overview  {"kinds": [{"kind", "title", "rows": [ROW...]}...] in KINDS o
                                 (bytes, files and measured are null until first measured),
                     "errors": [{"area", "message"}]}
 A ROW is what the area modules' `overview_rows(edge)` give (see the console's contract):
-{"name", "href", "state", "health", "figures"}. An area that fails is reported in "errors" and its
-kinds are empty; the others are still shown.
+{"name", "href", "state", "health", "figures"}, and optionally "id" (what tells the row apart when
+names may repeat, as mappings' UUIDs; else the name) and "detail" (a second line under the name).
+An area that fails is reported in "errors" and its kinds are empty; the others are still shown.
 
 The data directory's size is measured by walking it in a background thread, at most every
 SIZE_EVERY_S while the overview is polled; an answer gives the last measure and never waits.
@@ -36,7 +37,7 @@ from .streams import overview_rows as streams_rows
 if TYPE_CHECKING:
     from ..edge import Edge
 
-log = logging.getLogger("kinesim.console")
+log = logging.getLogger("kinesim.webconsole")
 
 SIZE_EVERY_S = 5.0
 # The area modules' overview_rows (each gives the rows of one or more kinds).

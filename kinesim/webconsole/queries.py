@@ -45,7 +45,7 @@ from .pages import PREFIX
 if TYPE_CHECKING:
     from ..edge import Edge
 
-log = logging.getLogger("kinesim.console")
+log = logging.getLogger("kinesim.webconsole")
 
 LIVE_EVERY_S = 5.0        # at most one `kinesim queries list` this often
 OVERVIEW_LIVE_EVERY_S = 20.0  # the overview asks for less (each listing costs a Python start, ~2 s of CPU)

@@ -17,6 +17,7 @@ import orjson
 from ..kinesis import aggregation, iterators
 from ..kinesis.model import Shard, Stream
 from ..kinesis.reader import Record, ShardCursor, start_position
+from .figures import counted
 
 PEEK_TYPES = ("TRIM_HORIZON", "LATEST", "AT_SEQUENCE_NUMBER", "AT_TIMESTAMP")
 # The text a record shows; the rest is cut (the page shows records, not files). A KPL aggregate's
@@ -88,7 +89,7 @@ def record_doc(shard_id: str, record: Record) -> dict[str, Any]:
     if users is None:
         doc.update(decode(record.data))
         return doc
-    doc.update(format="kpl", text=f"KPL aggregate of {len(users)} user records", truncated=False)
+    doc.update(format="kpl", text=f"KPL aggregate of {counted(len(users), 'user record')}", truncated=False)
     shown, left = [], SHOWN_BYTES
     for n, u in enumerate(users):
         if left <= 0:

@@ -33,7 +33,7 @@ from flask import Flask, request
 from ..kinesis.model import Shard, Stream
 from .stream_readers import LagHistory, channel_reader, channel_rows, readers
 from .stream_records import peek, tail
-from .figures import bounded
+from .figures import bounded, counted
 from .http import API, acts, reads
 
 if TYPE_CHECKING:
@@ -205,8 +205,8 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
         open_shards = sum(1 for s in shards if s.is_open)
         streams.append({
             "name": stream.name, "href": PAGE + stream.name, "state": stream.status,
-            "health": f"{records:.1f} records/s in · {open_shards} open shards · {len(found)} readers"
-                      f" · max lag {lag} ms",
+            "health": f"{records:.1f} records/s in · {counted(open_shards, 'open shard')} · "
+                      f"{counted(len(found), 'reader')} · max lag {lag} ms",
             "figures": {"records_per_s": records, "bytes_per_s": bytes_, "open_shards": open_shards,
                         "readers": len(found), "max_lag_ms": lag},
         })
@@ -217,7 +217,7 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
             behind = channel_reader(edge, channel, stream, kinesis.visible_shards(stream))
         health = [f"{channel.stream_name} → s3://{channel.bucket}"]
         if behind and behind["positions"]:
-            health.append(f"{behind['records']} records not yet delivered · oldest {behind['max_ms']} ms")
+            health.append(f"{counted(behind['records'], 'record')} not yet delivered · oldest {behind['max_ms']} ms")
         if channel.reason:
             health.append(channel.reason)
         channels.append({

@@ -68,7 +68,20 @@ const KS = (() => {
       const ms = Date.now() - (typeof t === "number" ? t : Date.parse(t));
       return ms < 0 ? "now" : fmt.ms(ms) + " ago";
     },
+    // "object" for 1, "objects" (or `many`) for any other count
+    plural(n, noun, many) { return Number(n) === 1 ? noun : many || noun + "s"; },
+    // a count and its noun: "1 object", "1,024 objects"
+    count(n, noun, many) { return fmt.num(n) + " " + fmt.plural(n, noun, many); },
   };
+
+  // A name with line-break opportunities (<wbr>) where a reader would break it: after - _ . / : @
+  // and between a lower-case letter or digit and an upper-case one ("Enrich|Function"), so a long
+  // name in a narrow column wraps there, never mid-word.
+  function breakable(name) {
+    const text = String(name);
+    const parts = text.split(/(?<=[-_./:@])|(?<=[a-z0-9])(?=[A-Z])/);
+    return parts.length < 2 ? text : parts.flatMap((part, i) => i ? [el("wbr"), part] : [part]);
+  }
 
   // ---------------------------------------------------------------- the API
   async function request(method, path, body) {
@@ -204,6 +217,32 @@ const KS = (() => {
   // A time-series chart (uPlot). series: [{key, label, color, unit}], drawn from points as the
   // API gives them: {t: [epoch s...], key: [values...]}. Returns {node, set(points)}.
   const COLORS = ["#2f6fdf", "#e0692d", "#2a9d5c", "#b33fb3", "#c9a400", "#d43c3c", "#1aa3a3"];
+  const AXIS_FONT = "11px system-ui, sans-serif";
+  const MIN_SPAN_S = 60;  // the least time a chart spans, while its points cover less
+  // Time labels on one line, as precise as the ticks are apart: "11:34" or "11:34:30". uPlot's
+  // own put a date under the first tick ("11/29/26 11:33am"), which overlapped the next label
+  // and was cut at the chart's left edge.
+  function timeLabels(u, splits, axis, space, incr) {
+    return splits.map((t) => {
+      const clock = new Date(t * 1000).toTimeString();
+      return incr % 60 ? clock.slice(0, 8) : clock.slice(0, 5);
+    });
+  }
+  // The width of the value axis: its longest label, measured, so that "0.50 ms" is never cut.
+  function valueAxisSize(u, values, axis, cycle) {
+    const a = u.axes[axis];
+    if (cycle > 1) return a._size;
+    u.ctx.font = a.font ? a.font[0] : AXIS_FONT;
+    const widest = Math.max(0, ...(values || []).map((v) => u.ctx.measureText(v).width / devicePixelRatio));
+    return Math.max(40, Math.ceil(widest + a.ticks.size + a.gap + 4));
+  }
+  // The x range: the points' own, widened to MIN_SPAN_S while they cover less (one point, or
+  // none, made uPlot span years).
+  function timeRange(u, min, max) {
+    const now = Date.now() / 1000;
+    if (min === null || max === null || !isFinite(min) || !isFinite(max)) return [now - MIN_SPAN_S, now];
+    return max - min < MIN_SPAN_S ? [max - MIN_SPAN_S, max] : [min, max];
+  }
   function chart(series, opts) {
     opts = opts || {};
     const node = el("div", {class: "chart", id: opts.id});
@@ -212,12 +251,20 @@ const KS = (() => {
       const width = Math.max(240, node.clientWidth || 480);
       plot = new uPlot({
         width, height: opts.height || 160, legend: {show: true}, cursor: {drag: {x: false, y: false}},
-        scales: {x: {time: true}},
-        axes: [{stroke: "#667"}, {stroke: "#667", size: 60, values: (u, vals) => vals.map((v) => opts.format ? opts.format(v) : fmt.num(v))}],
+        // Room on the right for half of the last time label (uPlot centres labels on their ticks).
+        padding: [10, 28, 0, 4],
+        scales: {x: {time: true, range: timeRange}},
+        axes: [
+          // At least 80 px between time ticks: labels ("11:34:30", ~50 px) never touch.
+          {stroke: "#667", font: AXIS_FONT, space: 80, size: 30, values: timeLabels},
+          {stroke: "#667", font: AXIS_FONT, size: valueAxisSize,
+           values: (u, vals) => vals.map((v) => opts.format ? opts.format(v) : fmt.num(v))},
+        ],
         series: [{}].concat(series.map((s, i) => ({label: s.label, stroke: s.color || COLORS[i % COLORS.length],
           width: 1.5, fill: (s.color || COLORS[i % COLORS.length]) + "22", points: {show: false},
           value: (u, v) => v === null || v === undefined ? "–" : (opts.format ? opts.format(v) : fmt.num(v))}))),
       }, data(points), node);
+      node.plot = plot;  // for the browser tests, which check where its labels fall
     };
     const data = (points) => [points.t || []].concat(series.map((s) => points[s.key] || []));
     return {
@@ -259,5 +306,5 @@ const KS = (() => {
   document.addEventListener("visibilitychange", () => { if (!document.hidden) for (const run of pollers) run(); });
 
   return {PREFIX, API, el, append, replace, fmt, get, post, poll, act, notice, table, card, figures, badge, href, link,
-          chart, route};
+          breakable, chart, route};
 })();

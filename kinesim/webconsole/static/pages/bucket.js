@@ -28,10 +28,10 @@
     const what = [doc.format, doc.compression ? "(" + doc.compression + ")" : null].filter(Boolean).join(" ");
     notes.push(el("span", {class: "badge busy"}, what));
     notes.push(" ", fmt.bytes(doc.size), " · ", doc.content_type, doc.content_encoding ? " · Content-Encoding " + doc.content_encoding : null);
-    if (doc.kind === "table") notes.push(" · ", fmt.num(doc.total_rows), " rows", doc.row_groups !== undefined ? " in " + doc.row_groups + " row group(s)" : "");
+    if (doc.kind === "table") notes.push(" · ", fmt.count(doc.total_rows, "row"), doc.row_groups !== undefined ? " in " + fmt.count(doc.row_groups, "row group") : "");
     if (doc.truncated) {
       notes.push(el("span", {class: "muted"}, doc.kind === "binary" ? " · first 1 KiB shown"
-        : doc.rows && doc.rows.length ? " · first " + doc.rows.length + " rows shown" : " · first 64 KiB shown"));
+        : doc.rows && doc.rows.length ? " · first " + fmt.count(doc.rows.length, "row") + " shown" : " · first 64 KiB shown"));
     }
     if (doc.note) notes.push(el("p", {class: "health"}, doc.note));
     const parts = [el("p", {}, notes)];
@@ -85,7 +85,7 @@
     }
 
     replace(root,
-      el("h1", {}, el("span", {class: "kind"}, "Bucket"), name),
+      el("h1", {}, el("span", {class: "kind"}, "Bucket"), el("span", {}, KS.breakable(name))),
       subtitle,
       el("div", {class: "cards"},
         card("Objects", [crumbs, el("div", {}, prefixes), objects, more]),
@@ -99,11 +99,11 @@
         doc.parents.map((p) => [el("span", {class: "muted"}, " / "), el("a", {href: pageHref(name, p.prefix)}, p.name.slice(0, -1))]),
         after ? el("span", {class: "muted"}, " (after " + after + ")") : null);
       replace(prefixes, table([
-        {key: "name", label: "Folder", fmt: (n, p) => el("a", {href: pageHref(name, p.prefix)}, n)},
+        {key: "name", label: "Folder", cls: "name", fmt: (n, p) => el("a", {href: pageHref(name, p.prefix)}, KS.breakable(n))},
       ], doc.prefixes, {id: "bucket-prefixes", rowId: (p) => p.prefix, empty: "No subfolder."}));
       replace(objects, table([
-        {key: "name", label: "Object", cls: "wrap", fmt: (n, o) => el("a", {href: "#", title: o.key, style: {display: "inline-block", minWidth: "180px"},
-          onclick: (e) => { e.preventDefault(); show(o.key); }}, n || o.key)},
+        {key: "name", label: "Object", cls: "name", fmt: (n, o) => el("a", {href: "#", title: o.key, style: {display: "inline-block", minWidth: "180px"},
+          onclick: (e) => { e.preventDefault(); show(o.key); }}, KS.breakable(n || o.key))},
         {key: "size", label: "Size", cls: "num", fmt: fmt.bytes},
         {key: "last_modified", label: "Last modified", fmt: (t) => fmt.time(t)},
         {key: "key", label: "", fmt: (k) => el("span", {style: {display: "flex", gap: "6px"}},
@@ -114,7 +114,7 @@
         if (row.dataset.id === selected) row.style.background = "#eef3fd";
       }
       replace(more, doc.truncated ? el("a", {href: pageHref(name, prefix) + (prefix ? "&" : "?") + "after=" + encodeURIComponent(doc.next_after)},
-        "Next " + doc.objects.length + " →") : null);
+        "Next " + fmt.count(doc.objects.length, "object") + " →") : null);
     });
     if (selected) show(selected);
   }, (params) => params.name);

@@ -97,7 +97,7 @@
       {key: "time", label: "Written", fmt: (t) => fmt.time(t)},
       {key: "kind", label: "", fmt: (k, o) => k === "data" ? el("span", {class: "badge good"}, "data")
         : el("span", {class: "badge " + (k === "error" ? "bad" : "busy")}, o.output_type || k)},
-      {key: "key", label: "Key", cls: "wrap", fmt: (k, o) => el("a", {href: objectHref(o.bucket, k), title: "open in " + o.bucket}, k)},
+      {key: "key", label: "Key", cls: "name", fmt: (k, o) => el("a", {href: objectHref(o.bucket, k), title: "open in " + o.bucket}, KS.breakable(k))},
       {key: "size", label: "Size", cls: "num", fmt: fmt.bytes},
       {key: "records", label: "Records", cls: "num", fmt: fmt.num},
     ], objects, {id: "delivered-objects", rowId: (o) => o.key, empty: "No object written since the server started."}));
@@ -141,14 +141,14 @@
         flushButton.disabled = true;
         try {
           await act(api + "/flush", {}, (r) => !r.done ? "Flush under way (not finished within 10 s)"
-            : r.objects.length ? "Flushed: " + r.objects.map((o) => o.records + " record(s) to " + o.key).join(", ")
+            : r.objects.length ? "Flushed: " + r.objects.map((o) => fmt.count(o.records, "record") + " to " + o.key).join(", ")
             : "Nothing was buffered", () => refresh && refresh());
         } catch (err) { /* act told the user */ }
         flushButton.disabled = false;
       }}, "Flush now");
 
     replace(root,
-      el("h1", {}, el("span", {class: "kind"}, "Delivery stream"), name, state),
+      el("h1", {}, el("span", {class: "kind"}, "Delivery stream"), el("span", {}, KS.breakable(name)), state),
       subtitle,
       card("Source and destination", config, {cls: "wide"}),
       el("div", {class: "cards"},

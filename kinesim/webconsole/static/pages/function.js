@@ -61,7 +61,7 @@
         tools: el("span", {class: "muted"}, "newest first · oldest → newest in the strip")}));
 
     KS.poll(api, 1500, (doc) => {
-      replace(title, el("span", {class: "kind"}, "function"), doc.name, KS.badge(doc.state));
+      replace(title, el("span", {class: "kind"}, "function"), el("span", {}, KS.breakable(doc.name)), KS.badge(doc.state));
       replace(subtitle, doc.arn, " · ", doc.runtime, " · handler ", el("code", {}, doc.handler), " · ",
         doc.memory_mb + " MB · timeout " + doc.timeout_s + " s");
       drawFigures(figures, doc);
@@ -70,7 +70,7 @@
       replace(mappings, mappingTable(doc.mappings));
     });
     KS.poll(api + "/timeline", 1500, (doc) => {
-      replace(strip, doc.entries.slice().reverse().map((e) => el("span", {title: clock(e.t) + " " + e.outcome + ", " + e.records + " records",
+      replace(strip, doc.entries.slice().reverse().map((e) => el("span", {title: clock(e.t) + " " + e.outcome + ", " + fmt.count(e.records, "record"),
         style: {width: "10px", height: "18px", borderRadius: "2px", background: "var(--" + (OUTCOMES[e.outcome] || ["busy"])[0] + ")"}})));
       replace(timeline, timelineTable(doc.entries));
     });

@@ -22,7 +22,7 @@
       el("p", {class: "subtitle"}, "SQS queues and Kinesis queues: depth is the messages (records) visible now; " +
         "a Kinesis queue's includes the stream's records it has not taken yet."), box);
     poll("queues", 2000, (doc) => replace(box.body, table([
-      {key: "name", label: "Name", fmt: (n, r) => el("span", {title: r.arn}, n)},
+      {key: "name", label: "Name", cls: "name", fmt: (n, r) => el("span", {title: r.arn}, KS.breakable(n))},
       {key: "type", label: "Type", fmt: (t, r) => t === "kinesis"
         ? el("span", {}, "Kinesis queue of ", link("streams", r.stream)) : (r.fifo ? "SQS FIFO" : "SQS")},
       {key: "state", label: "State", fmt: (s) => badge(s)},
@@ -47,7 +47,7 @@
     replace(root, el("h1", {}, "Topics"), el("div", {class: "cards"}, topics), subs);
     poll("topics", 2000, (doc) => {
       replace(topics.body, table([
-        {key: "name", label: "Name", fmt: (n, r) => el("span", {title: r.arn}, n)},
+        {key: "name", label: "Name", cls: "name", fmt: (n, r) => el("span", {title: r.arn}, KS.breakable(n))},
         {key: "fifo", label: "Type", fmt: (f) => f ? "FIFO" : "standard"},
         {key: "subscriptions", label: "Subscriptions", cls: "num", fmt: num},
         {key: "health", label: "Health", cls: "wrap", fmt: (h) => el("span", {class: /missing|pending/.test(h) ? "health bad" : "health"}, h)},
@@ -68,12 +68,12 @@
     const box = card("Log groups", el("p", {class: "empty"}, "Loading…"), {cls: "wide"});
     replace(root, el("h1", {}, "Log groups"), box);
     poll("log-groups", 2000, (doc) => replace(box.body, table([
-      {key: "name", label: "Name", fmt: (n, r) => r.function
-        ? el("span", {title: r.arn}, n, el("span", {class: "muted"}, " · "), link("functions", r.function, "function"))
-        : el("span", {title: r.arn}, n)},
+      {key: "name", label: "Name", cls: "name", fmt: (n, r) => r.function
+        ? el("span", {title: r.arn}, KS.breakable(n), el("span", {class: "muted"}, " · "), link("functions", r.function, "function"))
+        : el("span", {title: r.arn}, KS.breakable(n))},
       {key: "stored_bytes", label: "Stored", cls: "num", fmt: (b) => fmt.bytes(b)},
       {key: "streams", label: "Streams", cls: "num", fmt: num},
-      {key: "retention_days", label: "Retention", fmt: (d) => d ? d + " days" : "never expire"},
+      {key: "retention_days", label: "Retention", fmt: (d) => d ? fmt.count(d, "day") : "never expire"},
       {key: "last_event", label: "Last event", fmt: (t) => t ? el("span", {title: fmt.time(t)}, fmt.ago(t)) : dash()},
       {key: "created", label: "Created", fmt: (t) => fmt.time(t)},
     ], doc.log_groups, {id: "log-groups", rowId: (r) => r.name, empty: "No log groups"})));

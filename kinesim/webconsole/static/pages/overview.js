@@ -3,16 +3,19 @@
 "use strict";
 
 (() => {
-  const {el, replace, card, figures, table, poll, fmt, badge, notice} = KS;
+  const {el, replace, card, figures, table, poll, fmt, badge, notice, breakable} = KS;
 
+  // The name (linked to its page), and under it the row's detail when it has one (a mapping's UUID).
   function nameCell(name, row) {
-    return row.href ? el("a", {href: row.href}, name) : name;
+    const shown = breakable(name);
+    return [row.href ? el("a", {href: row.href, title: name}, shown) : el("span", {title: name}, shown),
+      row.detail ? el("span", {class: "detail mono"}, breakable(row.detail)) : null];
   }
 
   // Red when the state is a failure, or the line counts failures or errors ("0 failed" is not one).
   function healthCell(health, row) {
     const bad = /(FAIL|ERROR|failed|error)/i.test(row.state) ||
-      /(missing|error:|\b[1-9][\d,]* (failed|errors?|dead letters)\b)/.test(health || "");
+      /(missing|error:|\b[1-9][\d,]* (failed|errors?|dead letters?)\b)/.test(health || "");
     return el("span", {class: "health" + (bad ? " bad" : "")}, health || "");
   }
 
@@ -21,14 +24,14 @@
       {key: "name", label: "Name", fmt: nameCell, cls: "wrap name"},
       {key: "state", label: "State", fmt: (s) => badge(s)},
       {key: "health", label: "Health", fmt: healthCell, cls: "wrap"},
-    ], kind.rows, {id: "overview-" + kind.kind, rowId: (r) => r.name, empty: "No " + kind.title.toLowerCase()});
+    ], kind.rows, {id: "overview-" + kind.kind, rowId: (r) => r.id || r.name, empty: "No " + kind.title.toLowerCase()});
   }
 
   function dataDir(d) {
     const size = d.bytes === null ? "measuring…" : fmt.bytes(d.bytes);
     return el("span", {id: "data-dir-size", title: (d.in_memory ? "in memory (a temporary directory): " : "") + d.path +
       (d.measured ? "\nmeasured " + fmt.time(d.measured) : "")},
-      size, d.files !== null ? el("span", {class: "muted"}, " · " + fmt.num(d.files) + " files") : null,
+      size, d.files !== null ? el("span", {class: "muted"}, " · " + fmt.count(d.files, "file")) : null,
       d.in_memory ? el("span", {class: "muted"}, " · in memory") : null);
   }
 

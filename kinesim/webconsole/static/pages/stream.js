@@ -56,7 +56,7 @@
       KS.card("Actions", actions.node, {cls: "wide"}));
 
     state.refresh = KS.poll(api, 1500, (doc) => {
-      replace(title, el("span", {class: "kind"}, "stream"), doc.name, KS.badge(doc.status));
+      replace(title, el("span", {class: "kind"}, "stream"), el("span", {}, KS.breakable(doc.name)), KS.badge(doc.status));
       replace(subtitle, doc.arn, " · ", doc.mode.toLowerCase().replace("_", "-"), " · retention ", doc.retention_hours, " h",
         " · encryption ", doc.encryption, doc.distribution === "AUTO" ? " · AUTO record distribution" : "");
       const f = doc.figures;
@@ -116,7 +116,7 @@
       return svg("g", {"data-shard": s.id, class: "shard " + (s.open ? "open" : "closed")},
         svg("title", {}, `${s.id} (${s.open ? "open" : "closed"})\nhash keys ${s.start_hash} – ${s.end_hash}\n` +
           (s.parent ? `parent ${s.parent}` + (s.adjacent_parent ? `, adjacent parent ${s.adjacent_parent}` : "") + "\n" : "") +
-          `${s.records} records kept · ${fmt.num(s.write.records_per_s)} records/s in`),
+          `${fmt.count(s.records, "record")} kept · ${fmt.num(s.write.records_per_s)} records/s in`),
         svg("rect", {x: b.x0, y: b.y, width: w, height: boxH, rx: 4,
           fill: s.open ? "#e3ecfb" : "#eef0f3", stroke: s.open ? "#2f6fdf" : "#a3abb8", "stroke-width": 1.2}),
         label ? svg("text", {x: b.x0 + w / 2, y: b.y + 19, "text-anchor": "middle", "font-size": 12, "font-weight": 600,
@@ -163,7 +163,7 @@
   function readerTable(readers) {
     return KS.table([
       {key: "kind", label: "kind", fmt: (v) => el("span", {class: "badge busy"}, v)},
-      {key: "name", label: "reader", fmt: (v, r) => r.href ? el("a", {href: r.href}, v) : v},
+      {key: "name", label: "reader", cls: "name", fmt: (v, r) => r.href ? el("a", {href: r.href}, KS.breakable(v)) : KS.breakable(v)},
       {key: "state", label: "state", fmt: (v) => KS.badge(v)},
       {key: "records", label: "records behind", cls: "num", fmt: (v, r) => r.positions ? fmt.num(v) : "unknown"},
       {key: "max_ms", label: "oldest unread", cls: "num", fmt: (v, r) => r.positions ? fmt.ms(v) : "unknown"},
@@ -182,7 +182,7 @@
       return el("div", {}, el("span", {class: "badge busy"}, r.text), r.user_records.map((u) => el("div", {style: {marginTop: "4px"}},
         el("span", {class: "muted"}, `#${u.subsequence} key ${u.partition_key} · ${u.format} · ${fmt.bytes(u.size)}`),
         el("pre", {class: "data"}, u.text + (u.truncated ? "\n…" : "")))),
-        r.user_records_hidden ? el("div", {class: "muted"}, `… and ${fmt.num(r.user_records_hidden)} more user records`) : null);
+        r.user_records_hidden ? el("div", {class: "muted"}, `… and ${fmt.count(r.user_records_hidden, "more user record")}`) : null);
     }
     return el("div", {}, el("span", {class: "muted", style: {fontSize: "11.5px"}}, `${r.format} · ${fmt.bytes(r.size)}`),
       el("pre", {class: "data"}, r.text + (r.truncated ? "\n…" : "")));
@@ -214,7 +214,7 @@
         const q = new URLSearchParams({shard: shard.value, type: type.value, limit: "25"});
         if (!value.disabled && value.value) q.set("value", value.value);
         const doc = await KS.get(api + "/records?" + q);
-        replace(results, el("p", {class: "muted"}, `${doc.records.length} records of ${doc.shard} from ${doc.type}`,
+        replace(results, el("p", {class: "muted"}, `${fmt.count(doc.records.length, "record")} of ${doc.shard} from ${doc.type}`,
           doc.at_tip ? " (up to the newest)" : " (more follow)"),
           recordTable(doc.records, "peek-results", "No record at that position."));
       } catch (err) {
@@ -241,8 +241,8 @@
       const rows = recordTable(doc.records, null).querySelectorAll("tbody tr");
       body.prepend(...rows);
       while (body.children.length > TAIL_ROWS) body.lastElementChild.remove();
-      replace(status, `${body.children.length} records shown (at most ${TAIL_ROWS})`,
-        doc.skipped ? ` · ${doc.skipped} older ones skipped` : "", " · last at ", clock(doc.records[0].arrival_ms));
+      replace(status, `${fmt.count(body.children.length, "record")} shown (at most ${TAIL_ROWS})`,
+        doc.skipped ? ` · ${fmt.count(doc.skipped, "older one")} skipped` : "", " · last at ", clock(doc.records[0].arrival_ms));
     });
     return el("div", {style: {maxHeight: "520px", overflow: "auto"}}, status, table);
   }

@@ -16,7 +16,7 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import reader_gone
-from .connection import (ConsoleError, add_endpoint_args, describe_stream, explain, fail, kinesis_client,
+from .connection import (CommandError, add_endpoint_args, describe_stream, explain, fail, kinesis_client,
                          positive_int)
 
 DESCRIPTION = """\
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
                       f"{summary['OpenShardCount']}); Ctrl-C to stop", file=sys.stderr)
             tail.run()
         return 0
-    except ConsoleError as err:
+    except CommandError as err:
         return fail("tail", err)
     except KeyboardInterrupt:
         return 0
@@ -248,10 +248,10 @@ class Tail:
         except (ClientError, BotoCoreError) as err:
             raise explain(err, self.args.endpoint_url, self.args.stream) from None
 
-    def _explain(self, err: Exception) -> ConsoleError:
+    def _explain(self, err: Exception) -> CommandError:
         """Errors while reading: the stream existed when we started."""
         if isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-            return ConsoleError(f"stream {self.args.stream!r} no longer exists on {self.args.endpoint_url} "
+            return CommandError(f"stream {self.args.stream!r} no longer exists on {self.args.endpoint_url} "
                                 f"({err.response['Error'].get('Message', '')})")
         return explain(err, self.args.endpoint_url, self.args.stream)
 

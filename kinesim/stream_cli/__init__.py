@@ -1,4 +1,6 @@
-"""Console producer and consumer for kinesim streams, the way Kafka's console tools work.
+"""`kinesim put` and `kinesim tail`: a producer and a consumer of kinesim streams on the command
+line, the way Kafka's console tools (kafka-console-producer, -consumer) work. (The web console is
+kinesim/webconsole/.)
 
 - `kinesim put STREAM` (put.py): lines from stdin, or generated events (generators.py), batched into
   PutRecords calls; throttled records are retried.

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from conftest import client_for, ctrl_c_reaches_child, start_server
-from kinesim.cli import main
-from kinesim.console.generators import SITE, Clickstream
+from kinesim.cli import build_parser, main
+from kinesim.stream_cli.generators import SITE, Clickstream
 from kinesim.server import free_port
 
 FIELDS = {"event_id", "user_id", "session_id", "page", "referrer", "ts", "device", "country", "duration_ms"}
@@ -323,13 +323,13 @@ if moment == "importing":  # while boto3 imports (main imports the commands' mod
     builtins.__import__ = interrupting_import
 else:  # while the stream is looked up, before the command has taken Ctrl-C over
     import importlib
-    command = importlib.import_module("kinesim.console." + sys.argv[1])
+    command = importlib.import_module("kinesim.stream_cli." + sys.argv[1])
     real_describe = command.describe_stream
     def interrupting_describe(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
         return real_describe(*args, **kwargs)
     command.describe_stream = interrupting_describe
-from kinesim.cli import main
+from kinesim.cli import build_parser, main
 raise SystemExit(main(sys.argv[1:]))
 """
 
@@ -386,3 +386,27 @@ def test_help_explains_with_examples(command, capsys):
     assert signal.getsignal(signal.SIGINT) is found  # as main found it
     text = capsys.readouterr().out
     assert "examples:" in text and f"kinesim {command} clicks" in text and "--endpoint-url" in text
+
+
+def test_a_mistyped_option_is_not_taken_for_an_abbreviation(capsys):
+    # `--form` was taken for --format and answered "argument --format: invalid choice".
+    with pytest.raises(SystemExit) as exit:
+        main(["tail", "clicks", "--form", "TRIM_HORIZON"])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: kinesim tail" in err
+    assert "kinesim tail: error: unrecognized arguments: --form TRIM_HORIZON (did you mean --format?)" in err
+    assert "invalid choice" not in err
+
+
+def test_no_command_takes_abbreviated_options():
+    from kinesim.deploy import cli as deploy_cli
+    parser, sub = build_parser([])
+    parsers = [parser, *sub.choices.values(), deploy_cli.parser()]
+    assert {"serve", "deploy", "logs", "put", "tail", "sql", "queries"} <= set(sub.choices)
+    for p in parsers:
+        assert p.allow_abbrev is False, p.prog
+        for option in (o for action in p._actions for o in action.option_strings if o.startswith("--")):
+            # Each option's prefix means only the option of that exact name, if there is one.
+            prefix = option[:-1]
+            assert p._parse_optional(prefix)[0] is p._option_string_actions.get(prefix), (p.prog, option)

@@ -17,7 +17,7 @@ import orjson
 from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
-from .connection import (ConsoleError, add_endpoint_args, describe_stream, explain, fail, kinesis_client,
+from .connection import (CommandError, add_endpoint_args, describe_stream, explain, fail, kinesis_client,
                          positive_int)
 from .generators import GENERATORS
 
@@ -71,7 +71,7 @@ BACKOFF_START_S, BACKOFF_MAX_S, MAX_STALLED_ROUNDS = 0.05, 1.0, 20
 Item = tuple[bytes, "dict[str, Any] | None"]  # a record's data and, when generated, its fields
 
 
-class BadInput(ConsoleError):
+class BadInput(CommandError):
     """A line that cannot become a record; what was read before it is still sent."""
 
 
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         summary = describe_stream(args, args.stream)
-    except ConsoleError as err:
+    except CommandError as err:
         return fail("put", err)
     max_record = summary.get("MaxRecordSizeInKiB", 1024) * 1024
     if args.generate:
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     bar = tqdm(total=args.count, unit="rec", unit_scale=True, file=sys.stderr, disable=not show, dynamic_ncols=True)
     producer = Producer(kinesis_client(args), args.endpoint_url, args.stream, bar)
     started = time.monotonic()
-    error: ConsoleError | None = None
+    error: CommandError | None = None
     code = 0
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, _interrupt(stop))
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         except BadInput as err:
             error = err
         producer.flush()
-    except ConsoleError as err:
+    except CommandError as err:
         error = err
     except KeyboardInterrupt:  # a second Ctrl-C, during the last send
         code = 130
@@ -291,7 +291,7 @@ class Producer:
             retry = self._send(batch)
             stalled = stalled + 1 if len(retry) == len(batch) else 0
             if retry and stalled >= MAX_STALLED_ROUNDS:
-                raise ConsoleError(f"{len(retry)} records were still throttled after {stalled} tries; the stream "
+                raise CommandError(f"{len(retry)} records were still throttled after {stalled} tries; the stream "
                                    f"needs more shards for this rate (or use --rate)")
             if retry:
                 time.sleep(delay * random.uniform(0.5, 1.0))
@@ -325,7 +325,7 @@ class Producer:
         self._count(sent, nbytes)
         if rejected:
             first = rejected[0]
-            raise ConsoleError(f"the server rejected {len(rejected)} records: {first['ErrorCode']}: "
+            raise CommandError(f"the server rejected {len(rejected)} records: {first['ErrorCode']}: "
                                f"{first.get('ErrorMessage', '')}")
         return retry
 

@@ -15,7 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 DEFAULT_ENDPOINT = "http://localhost:4566"
 
 
-class ConsoleError(Exception):
+class CommandError(Exception):
     """A problem the user can fix; the message says how."""
 
 
@@ -47,7 +47,7 @@ def kinesis_client(args: argparse.Namespace, attempts: int = 3) -> Any:
 
 def describe_stream(args: argparse.Namespace, stream: str) -> dict[str, Any]:
     """The stream's StreamDescriptionSummary once it can be read and written (a stream being created
-    is waited for), or a ConsoleError saying what is wrong."""
+    is waited for), or a CommandError saying what is wrong."""
     client = kinesis_client(args, attempts=1)
     deadline = time.monotonic() + 60
     while True:
@@ -56,30 +56,30 @@ def describe_stream(args: argparse.Namespace, stream: str) -> dict[str, Any]:
         except (ClientError, BotoCoreError) as err:
             raise explain(err, args.endpoint_url, stream) from None
         if summary["StreamStatus"] == "DELETING":
-            raise ConsoleError(f"stream {stream!r} on {args.endpoint_url} is being deleted")
+            raise CommandError(f"stream {stream!r} on {args.endpoint_url} is being deleted")
         if summary["StreamStatus"] != "CREATING":
             return summary
         if time.monotonic() > deadline:
-            raise ConsoleError(f"stream {stream!r} on {args.endpoint_url} is still CREATING after 60 s")
+            raise CommandError(f"stream {stream!r} on {args.endpoint_url} is still CREATING after 60 s")
         time.sleep(0.1)
 
 
-def explain(err: Exception, endpoint: str, stream: str) -> ConsoleError:
+def explain(err: Exception, endpoint: str, stream: str) -> CommandError:
     """The user's next step for a failed call."""
     if isinstance(err, EndpointConnectionError):
-        return ConsoleError(f"cannot reach kinesim at {endpoint}; is `kinesim serve` running? "
+        return CommandError(f"cannot reach kinesim at {endpoint}; is `kinesim serve` running? "
                             f"(or pass --endpoint-url / set AWS_ENDPOINT_URL)")
     if isinstance(err, ClientError):
         code = err.response.get("Error", {}).get("Code", "")
         if code == "ResourceNotFoundException":
-            return ConsoleError(f"stream {stream!r} does not exist on {endpoint}; create it with "
+            return CommandError(f"stream {stream!r} does not exist on {endpoint}; create it with "
                                 f"`aws --endpoint-url {endpoint} kinesis create-stream --stream-name {stream} "
                                 f"--shard-count 1` or `kinesim deploy`")
-        return ConsoleError(f"{err.operation_name} on stream {stream!r} at {endpoint} failed: {code}: "
+        return CommandError(f"{err.operation_name} on stream {stream!r} at {endpoint} failed: {code}: "
                             f"{err.response.get('Error', {}).get('Message', '')}")
-    return ConsoleError(f"call to kinesim at {endpoint} failed: {err}")
+    return CommandError(f"call to kinesim at {endpoint} failed: {err}")
 
 
-def fail(command: str, err: ConsoleError) -> int:
+def fail(command: str, err: CommandError) -> int:
     print(f"kinesim {command}: {err}", file=sys.stderr)
     return 1
