@@ -1,4 +1,4 @@
-"""The SAM CLI, unchanged, against kinesim (issue 20): `sam build` of tests/tools/sam_app (a Kinesis
+"""The SAM CLI, unchanged, against kinesim (issue 20): `sam build` of examples/sam-stream-to-queue (a Kinesis
 stream triggering a Python function that forwards records to an SQS queue, with one package from
 requirements.txt), `sam deploy --resolve-s3` (the managed `aws-sam-cli-managed-default` stack and
 its bucket, artifacts and template uploaded to it, a change set created and executed), a record
@@ -20,7 +20,7 @@ from conftest import client_for
 from tool_setup import (REGION, forwarded, outputs_of, python_runtime, run_tool, sam_cli, server_info,
                         tool_env)
 
-APP = Path(__file__).parent / "tools" / "sam_app"
+APP = Path(__file__).resolve().parent.parent / "examples" / "sam-stream-to-queue"
 MANAGED_STACK = "aws-sam-cli-managed-default"
 
 # A first run installs the SAM CLI (~1-2 min); each deploy waits on stack events.
