@@ -1,18 +1,20 @@
-"""Every code block of README.md, run as a new user runs it: alone, pasted into a new shell or saved
-as a file of its own and run by the venv's Python, twice in a row, against a server started as
-`make serve` starts it (the default settings, the state delays included), in a directory and
-environment with nothing of the test's own: no AWS_* variables, no ~/.aws, the venv not
-activated. So a block that uses a name an earlier block defined, needs credentials or a region it
-does not give, or fails on its second run (a create of what exists) fails the suite.
+"""Every code block of README.md and of the docs/ pages, run as a new user runs it: alone, pasted into
+a new shell (in the repository's root, where the pages say their commands run) or saved as a file of
+its own and run by the venv's Python, twice in a row, against a server started as `make serve`
+starts it (the default settings, the state delays included), in a directory and environment with
+nothing of the test's own: no AWS_* variables, no ~/.aws, the venv not activated. So a block that
+uses a name an earlier block defined, needs credentials or a region it does not give, or fails on
+its second run (a create of what exists) fails the suite.
 
-All blocks share one server (one per module keeps the suite fast), run in reverse README order so
-that no block finds what an earlier one made. What the test changes in a block, and nothing else:
-`localhost:4566` becomes the test server's port, `.venv/bin/` the running venv's bin directory
-(`.venv/bin/` of this checkout under `make test`), and localstack-client, which always targets
-localhost:4566, gets the port through its own setting (LOCALSTACK_HOST). A shell line that runs
-until Ctrl-C (its comment says so) gets Ctrl-C once it has printed something, or after 3 s: it
-passes if it was still running and then ended as Ctrl-C ends it. Shell blocks run under
-`bash -e -o pipefail`: every command must succeed, as a user reading the output would expect.
+All blocks share one server (one per module keeps the suite fast), run in reverse order (the docs/
+pages from the last, then README's) so that no block finds what an earlier one made. What the test
+changes in a block, and nothing else: `localhost:4566` becomes the test server's port, `.venv/bin/`
+the running venv's bin directory (`.venv/bin/` of this checkout under `make test`), and
+localstack-client, which always targets localhost:4566, gets the port through its own setting
+(LOCALSTACK_HOST). A shell line that runs until Ctrl-C (its comment says so) gets Ctrl-C once it has
+printed something, or after 3 s: it passes if it was still running and then ended as Ctrl-C ends it.
+Shell blocks run under `bash -e -o pipefail`: every command must succeed, as a user reading the
+output would expect.
 """
 from __future__ import annotations
 
@@ -44,6 +46,13 @@ SKIPPED = {
     "Spark #1":
         "needs Spark; test_readme_walk.py::test_structured_streaming_example_prints_the_records_and_ends_cleanly "
         "(slow) runs this block as written",
+    "A first test #1":
+        "makes the orders-app/ project in the checkout and runs pytest in it three times; "
+        "tests/test_pytest_plugin.py makes such a project (its own pyproject.toml, tests using only the fixture "
+        "and boto3) in a temporary directory and runs it twice in a row and with -n 2",
+    "Options #1":
+        "a pyproject.toml excerpt, not a command; tests/test_docs.py::test_the_kinesim_args_excerpt_reaches_the_server "
+        "puts it in a project's pyproject.toml and checks the server is started with those arguments",
     "Continuous queries #1":
         "needs Spark; tests/test_pipeline.py (slow) runs kinesim sql --continuous into page-views-per-minute, "
         "kinesim queries show and delete, and tests/test_continuous_queries.py list, stop and resume",
@@ -131,7 +140,7 @@ def test_block_runs_alone_and_again(block, readme_server, tmp_path):
         # starts it with SIGINT ignored, and bash cannot undo an ignored signal it was started with).
         proc = subprocess.run(command, cwd=cwd, env=_fresh_env(port, home), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=300, preexec_fn=ctrl_c_reaches_child)
-        report = (f"README line {block.line} ({block.name}), {attempt} run:\n"
+        report = (f"{block.where} ({block.name}), {attempt} run:\n"
                   f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
         assert proc.returncode == 0, report
         assert "Traceback" not in proc.stderr, report

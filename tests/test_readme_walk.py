@@ -1,4 +1,5 @@
-"""The README as a newcomer walks it: its examples run as written, in any order, leave nothing behind."""
+"""The README and the docs/ pages as a newcomer walks them: their examples run as written, in any order,
+leave nothing behind."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import client_for, start_server, wait_for
-from readme_blocks import README, ROOT, blocks, section
+from readme_blocks import PAGES, ROOT, blocks, section
 
 EXAMPLE = ROOT / "examples" / "pageviews_per_minute.py"
 # Every block, alone and twice: tests/test_readme_snippets.py.
@@ -54,8 +55,9 @@ def test_shell_blocks_name_the_venvs_python_and_aws():
             if re.match(r"(python3?|aws|kinesim)\s", command):
                 bare.append(line)
     assert bare == []
-    prose = re.sub(r"```.*?```", "", README, flags=re.S)
-    assert re.findall(r"`python3? [^`]*`", prose) == []
+    for page, text in PAGES.items():
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        assert re.findall(r"`python3? [^`]*`", prose) == [], page
 
 
 # ------------------------------------------------------------------ what the commands say of themselves

@@ -19,7 +19,7 @@ from conftest import client_for, wait_for
 from tool_setup import aws_cli, outputs_of, run_tool, tool_env
 
 APP = Path(__file__).parent / "tools" / "cfn_app"
-# The README's example template (section "Deploy with the tools you have") is the producer.
+# docs/deploy.md's example template (section "Deploy with the tools you have") is the producer.
 PRODUCER = (Path(__file__).resolve().parent.parent / "examples" / "stream-stack.yaml").read_text()
 CONSUMER = (APP / "consumer.yaml").read_text()
 # awscli 1.x's `deploy` waits on the stack with a 30 s poll after a first immediate one.

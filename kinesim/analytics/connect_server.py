@@ -111,7 +111,8 @@ def ensure(endpoint_url: str, s3_root: str, memory: str | None = None,
         if address:
             return address
         if say:
-            say("Spark is starting (first query takes ~20-40 s; later ones reuse it)...")
+            say("Spark is starting (first query takes ~20-40 s, over a minute on a busy machine; "
+                "later ones reuse it)...")
         # A supervisor may be starting Spark already (`kinesim serve --spark`): wait for it.
         supervisor = None if _supervised(directory) else spawn(endpoint_url, memory)
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -31,7 +31,7 @@ from .results import ascii_table, pairs, print_result, spark_error, spark_errors
 DESCRIPTION = __doc__
 DEFAULT_ENDPOINT = "http://localhost:4566"
 POLL_S = 0.5
-# What `kinesim queries` lists (README.md names them too). "rows/s in": read from the streams;
+# What `kinesim queries` lists (docs/spark.md names them too). "rows/s in": read from the streams;
 # "rows/s done": processed; "last batch": the id of the last micro-batch that ended.
 LIST_COLUMNS = ["name", "state", "into", "rows/s in", "rows/s done", "last batch", "watermark"]
 

@@ -14,7 +14,7 @@ FUNCTION_FAILED = "PROBLEM: Function call failed"
 FUNCTION_NOT_FOUND = "PROBLEM: Function not found"
 STREAM_NOT_FOUND = "PROBLEM: Stream not found"
 # The consumer of an enhanced fan-out mapping was deregistered: like a deleted stream, the mapping
-# stays Enabled and says why it reads nothing (no AWS evidence found either way; see README).
+# stays Enabled and says why it reads nothing (no AWS evidence found either way; see docs/functions.md).
 CONSUMER_NOT_FOUND = "PROBLEM: Stream consumer not found"
 
 
