@@ -556,3 +556,21 @@ def test_long_polls_past_the_cap_answer_at_once(tmp_path_factory):
         assert [m["Body"] for m in answers[1 - first]] == ["for the waiting poll"]
     finally:
         proc.stop()
+
+
+def test_a_server_started_with_a_missing_aws_profile_still_answers(tmp_path_factory, monkeypatch):
+    # The services read botocore's models without a botocore Session (which reads the AWS config
+    # of the server's environment, and raised ProfileNotFound: SQS, S3 and ECR answered 500).
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    proc = start_server(tmp_path_factory)
+    monkeypatch.delenv("AWS_PROFILE")
+    try:
+        sqs = client_for(proc.url, "sqs")
+        url = sqs.create_queue(QueueName="profiled")["QueueUrl"]
+        assert sqs.get_queue_url(QueueName="profiled")["QueueUrl"] == url
+        s3 = client_for(proc.url, "s3")
+        s3.create_bucket(Bucket="profiled-bucket")
+        assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["profiled-bucket"]
+        assert client_for(proc.url, "ecr").describe_repositories()["repositories"] == []
+    finally:
+        proc.stop()

@@ -143,14 +143,13 @@ def unsupported_type(lid: str, type_name: str) -> str:
 @cache
 def service_title(service: str) -> str:
     """`Amazon DynamoDB` for `DynamoDB`: the service's full name in botocore's model, offline."""
-    import botocore.session
-    from botocore.exceptions import UnknownServiceError
+    from kinesim.protocol.models import UnknownModel, load_service_model
 
     try:
-        model = botocore.session.get_session().get_service_model(_BOTOCORE_NAMES.get(service, service.lower()))
-    except UnknownServiceError:
+        metadata = load_service_model(_BOTOCORE_NAMES.get(service, service.lower())).get("metadata") or {}
+    except UnknownModel:
         return f"AWS {service}"
-    return str(model.metadata.get("serviceFullName") or f"AWS {service}")
+    return str(metadata.get("serviceFullName") or f"AWS {service}")
 
 
 def runs(runtime: str, runtimes: list[str] | None) -> bool:

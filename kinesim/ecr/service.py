@@ -13,14 +13,13 @@ import re
 import threading
 from typing import Any
 
-import botocore.session
-
 from kinesim.config import Settings, partition_of
 from kinesim.protocol.errors import AwsError
 from kinesim.protocol.operations import JsonService
 from kinesim.protocol.validation import ModelValidator
 from kinesim.store import Store
 
+from ..protocol.models import service_model
 from .errors import NAME_EXPRESSION, invalid_at, repository_not_found
 from .operations import OPERATIONS
 
@@ -37,7 +36,7 @@ class EcrService(JsonService):
         self.validator = ModelValidator("ecr")
         self.lock = threading.RLock()  # read-modify-write of a repository's document
         # The model's pattern decides which names are valid (AWS quotes an older one when refusing).
-        model = botocore.session.get_session().get_service_model("ecr")
+        model = service_model("ecr")
         self._name_pattern = re.compile(model.shape_for("RepositoryName").metadata["pattern"])
 
     def call(self, op: str, params: dict[str, Any], cbor: bool = False) -> dict[str, Any]:

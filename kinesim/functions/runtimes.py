@@ -25,8 +25,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import botocore.session
-
+from ..protocol.models import service_model
 from . import interpreters, python_sdk
 
 OLDEST_NODE_MAJOR = 18   # the worker (node/bootstrap.mjs) uses what Node.js 18 has
@@ -114,7 +113,7 @@ def installed_node_majors() -> list[int]:
 
 
 def _model_runtimes() -> list[str]:
-    model = botocore.session.get_session().get_service_model("lambda")
+    model = service_model("lambda")
     return list(model.shape_for("Runtime").enum)
 
 

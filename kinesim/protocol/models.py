@@ -31,6 +31,14 @@ def search_paths() -> list[str]:
     return [os.path.expanduser(os.path.join("~", ".aws", "models")), builtin]
 
 
+def service_model(service: str) -> Any:
+    """botocore's ServiceModel of `service`. Not through a botocore Session, which reads the AWS
+    config of kinesim's environment: an AWS_PROFILE naming no profile made it raise
+    ProfileNotFound, and the service answer 500s."""
+    from botocore.model import ServiceModel
+    return ServiceModel(load_service_model(service), service_name=service)
+
+
 def load_service_model(service: str) -> dict[str, Any]:
     """The model of `service` at its latest API version (UnknownModel if no path has one)."""
     roots = [p for p in search_paths() if os.path.isdir(p)]

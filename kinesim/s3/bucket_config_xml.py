@@ -13,15 +13,14 @@ from datetime import datetime, timezone
 from typing import Any
 from xml.etree import ElementTree as ET
 
-import botocore.session
-
+from ..protocol.models import service_model
 from .errors import malformed_xml
 from .xmldoc import document, element, serialize
 
 
 @functools.cache
 def _model():
-    return botocore.session.get_session().get_service_model("s3")
+    return service_model("s3")
 
 
 def payload_shape(operation: str) -> Any:

@@ -8,8 +8,7 @@ import binascii
 import functools
 from urllib.parse import quote
 
-import botocore.session
-
+from ..protocol.models import service_model
 from . import bucket_config
 from .errors import S3Error, invalid_argument, invalid_bucket_name
 from .exchange import Request, Response, xml_response
@@ -24,7 +23,7 @@ MAX_KEYS_MESSAGE = "Provided max-keys not an integer or within integer range"
 @functools.cache
 def location_constraints() -> frozenset[str]:
     """The LocationConstraint values S3 takes, from botocore's model of S3."""
-    model = botocore.session.get_session().get_service_model("s3")
+    model = service_model("s3")
     return frozenset(model.shape_for("BucketLocationConstraint").enum)
 
 

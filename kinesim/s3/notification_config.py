@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 from xml.etree import ElementTree as ET
 
-import botocore.session
-
+from ..protocol.models import service_model
 from .errors import S3Error, invalid_argument, malformed_xml
 from .exchange import not_implemented
 from .xmldoc import document, element
@@ -60,7 +59,7 @@ _ARN = re.compile(r"arn:(aws[a-zA-Z-]*):([a-z0-9-]+):([a-z0-9-]*):(\d{12})?:(.+)
 def event_names() -> frozenset[str]:
     """Every event name S3 accepts in a configuration (botocore's `Event` enum), including those
     kinesim never emits (restores, replication, lifecycle, tagging, ACLs)."""
-    model = botocore.session.get_session().get_service_model("s3")
+    model = service_model("s3")
     return frozenset(model.shape_for("Event").enum)
 
 

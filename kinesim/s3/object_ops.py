@@ -6,8 +6,7 @@ import re
 from typing import BinaryIO, Iterator
 from urllib.parse import unquote
 
-import botocore.session
-
+from ..protocol.models import service_model
 from . import bucket_config
 from .errors import S3Error, invalid_argument, invalid_request, malformed_xml, precondition_failed
 from .exchange import Request, Response, not_implemented, xml_response
@@ -32,7 +31,7 @@ _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 @functools.cache
 def storage_classes() -> frozenset[str]:
-    model = botocore.session.get_session().get_service_model("s3")
+    model = service_model("s3")
     return frozenset(model.shape_for("StorageClass").enum)
 
 

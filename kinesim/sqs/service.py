@@ -18,13 +18,12 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-import botocore.session
-
 from kinesim.config import Settings
 from kinesim.protocol.errors import AwsError
 from kinesim.protocol.operations import JsonService
 from kinesim.protocol.validation import ModelValidator
 from kinesim.long_polls import LongPolls
+from kinesim.protocol.models import service_model
 from kinesim.store import Store
 
 from .consumer import QueueConsumers
@@ -69,7 +68,7 @@ class SqsService(JsonService):
     def __init__(self, settings: Settings, store: Store, long_polls: LongPolls | None = None):
         self.settings = settings
         self.validator = ModelValidator("sqs")
-        model = botocore.session.get_session().get_service_model("sqs")
+        model = service_model("sqs")
         inputs = {op: model.operation_model(op).input_shape for op in model.operation_names}
         self._required = {op: list(shape.required_members) for op, shape in inputs.items() if shape}
         self._named = {op: _attribute_name_members(shape) for op, shape in inputs.items() if shape}
