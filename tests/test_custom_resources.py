@@ -173,7 +173,7 @@ def test_failed_answer_rolls_back_with_the_providers_reason(cfn, seen):
     (failed,) = [e for e in cfn.describe_stack_events(StackName=name)["StackEvents"]
                  if e["LogicalResourceId"] == "Thing" and e["ResourceStatus"] == "CREATE_FAILED"]
     request_id = requests(1)[0]["RequestId"]
-    assert failed["ResourceStatusReason"].endswith(
+    assert failed["ResourceStatusReason"] == (
         f"Received response status [FAILED] from custom resource. Message returned: the provider says no "
         f"(RequestId: {request_id})")
     # The rollback sends the failed resource a Delete, with the physical id its answer gave (the
@@ -276,6 +276,6 @@ def test_a_response_past_4096_bytes_fails_the_resource(cfn, seen):
     assert stack["StackStatus"] == "ROLLBACK_COMPLETE"
     (failed,) = [e for e in cfn.describe_stack_events(StackName=name)["StackEvents"]
                  if e["LogicalResourceId"] == "Thing" and e["ResourceStatus"] == "CREATE_FAILED"]
-    assert failed["ResourceStatusReason"].endswith("Response object is too long.")
+    assert failed["ResourceStatusReason"] == "Response object is too long."
     assert requests(1)[0]["RequestType"] == "Create"
     cfn.delete_stack(StackName=name)

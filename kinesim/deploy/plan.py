@@ -95,6 +95,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def event_reason(err: BaseException, lid: str, type_name: str) -> str:
+    """An error as a resource's event gives it: without the name `_about` put in front (the event
+    names the resource already), as CloudFormation words a handler's or provider's message."""
+    return str(err).removeprefix(f"resource {lid} ({type_name}): ")
+
+
 class _about:
     """Errors inside name the resource: `resource Foo (AWS::Kinesis::Stream): ...`."""
 

@@ -32,7 +32,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .intrinsics import Resolver, pseudo_parameters
 from .custom_resources import CustomResource, is_custom, masked
 from .handlers import HANDLERS, handler_class
-from .plan import _about, _as_found, _now, as_stored, creation_order, decide, deletion_order, name_of
+from .plan import (_about, _as_found, _now, as_stored, creation_order, decide, deletion_order, event_reason,
+                   name_of)
 from .resources import ResourceHandler, Target
 from .rules import check_rules
 from .sam import translate
@@ -222,7 +223,7 @@ class Deployer(RollbackMixin):
                     self._event(state, lid, prepared.template["Resources"][lid]["Type"],
                                 record.get("PhysicalResourceId"),
                                 "CREATE_FAILED" if record.get("Status") in (None, "CREATE_IN_PROGRESS") else
-                                "UPDATE_FAILED", str(err))
+                                "UPDATE_FAILED", event_reason(err, lid, prepared.template["Resources"][lid]["Type"]))
                     raise
             outputs = self._outputs(prepared)
         except (DeployError, ClientError, BotoCoreError) as err:
@@ -458,7 +459,7 @@ class Deployer(RollbackMixin):
                     failures[lid] = failure
                     kept.update(record.get("DependsOn", []))
                     self._event(state, lid, record["Type"], record.get("PhysicalResourceId"), "DELETE_FAILED",
-                                str(failure))
+                                event_reason(failure, lid, record["Type"]))
                     continue
                 action = "ignored" if handler.ignored else "deleted"
             else:
