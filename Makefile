@@ -32,7 +32,7 @@ serve: $(STAMP)
 # Four test processes, each taking whole files (module fixtures start one server per file): most
 # tests wait on servers, Spark, functions or the deploy tools, so more processes than cores still
 # pay on 2 cores (with one core kept busy by other work: 16:58 of pytest with two, 12:48-14:29 with
-# three; with the tools' tests of issue 31, three took 18:23-19:14). TEST_WORKERS=0: one process.
+# three; with the tools' tests of issue 31, three took 18:23-19:14 and four 17:55). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 
 test: $(TEST_STAMP)
