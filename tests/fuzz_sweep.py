@@ -52,6 +52,14 @@ def _report(failures: list[tuple[Request, Outcome]], limit: int = 60) -> str:
     return "\n".join(lines)
 
 
+@pytest.fixture(scope="module")
+def fuzz_server(tmp_path_factory):
+    """A server of the module's own (start_fuzz_server), stopped after its sweep."""
+    proc = start_fuzz_server(tmp_path_factory)
+    yield proc
+    proc.stop()
+
+
 def sweep(fuzz_server: LoggedServer, services: tuple[str, ...]) -> None:
     """Sweep `services`' operations; fail with every request that failed and what the server logged."""
     url = fuzz_server.url

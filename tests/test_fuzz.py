@@ -22,18 +22,10 @@ import http.client
 import urllib.parse
 
 import cbor2
-import pytest
 
 from conftest import client_for
-from fuzz_sweep import DATA_SERVICES, start_fuzz_server, sweep
+from fuzz_sweep import DATA_SERVICES, fuzz_server, sweep  # noqa: F401 - fuzz_server is a fixture
 from test_raw_http import AUTH
-
-
-@pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory):
-    proc = start_fuzz_server(tmp_path_factory)
-    yield proc
-    proc.stop()
 
 
 def test_every_operation_answers_fuzzed_requests_without_5xx(fuzz_server):

@@ -3,16 +3,7 @@ backtracking AllowedPattern, hostile policies and form keys among them): a file 
 that the test processes run it beside the data services' half."""
 from __future__ import annotations
 
-import pytest
-
-from fuzz_sweep import CONTROL_SERVICES, start_fuzz_server, sweep
-
-
-@pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory):
-    proc = start_fuzz_server(tmp_path_factory)
-    yield proc
-    proc.stop()
+from fuzz_sweep import CONTROL_SERVICES, fuzz_server, sweep  # noqa: F401 - fuzz_server is a fixture
 
 
 def test_every_operation_answers_fuzzed_requests_without_5xx(fuzz_server):

@@ -157,6 +157,21 @@ def _encoder(url: bool):
     return (lambda s: quote(s, safe="/")) if url else (lambda s: s)
 
 
+def _paging(root, max_keys: int, delimiter: str | None, url: bool, truncated: bool, encode) -> None:
+    """What ListObjects (v1) and ListObjectVersions say of the page after its markers."""
+    element(root, "MaxKeys", max_keys)
+    if delimiter:
+        element(root, "Delimiter", encode(delimiter))
+    if url:
+        element(root, "EncodingType", "url")
+    element(root, "IsTruncated", truncated)
+
+
+def _common_prefixes(root, page, encode) -> None:
+    for common in page.common_prefixes:
+        element(element(root, "CommonPrefixes"), "Prefix", encode(common))
+
+
 def list_objects_v2(req: Request) -> Response:
     prefix, delimiter, max_keys, url = _listing_params(req)
     token = req.query.get("continuation-token")
@@ -183,8 +198,7 @@ def list_objects_v2(req: Request) -> Response:
     owner = req.query.get("fetch-owner", "").lower() == "true"
     for obj in page.objects:
         _contents(root, obj, encode, req, owner)
-    for common in page.common_prefixes:
-        element(element(root, "CommonPrefixes"), "Prefix", encode(common))
+    _common_prefixes(root, page, encode)
     return xml_response(root)
 
 
@@ -199,16 +213,10 @@ def list_objects(req: Request) -> Response:
     element(root, "Marker", encode(marker))
     if page.is_truncated and delimiter:  # S3 sends NextMarker only with a delimiter
         element(root, "NextMarker", encode(page.last))
-    element(root, "MaxKeys", max_keys)
-    if delimiter:
-        element(root, "Delimiter", encode(delimiter))
-    if url:
-        element(root, "EncodingType", "url")
-    element(root, "IsTruncated", page.is_truncated)
+    _paging(root, max_keys, delimiter, url, page.is_truncated, encode)
     for obj in page.objects:
         _contents(root, obj, encode, req, True)
-    for common in page.common_prefixes:
-        element(element(root, "CommonPrefixes"), "Prefix", encode(common))
+    _common_prefixes(root, page, encode)
     return xml_response(root)
 
 
@@ -232,12 +240,7 @@ def list_object_versions(req: Request) -> Response:
     if page.is_truncated:
         element(root, "NextKeyMarker", encode(page.last))
         element(root, "NextVersionIdMarker", "null")
-    element(root, "MaxKeys", max_keys)
-    if delimiter:
-        element(root, "Delimiter", encode(delimiter))
-    if url:
-        element(root, "EncodingType", "url")
-    element(root, "IsTruncated", page.is_truncated)
+    _paging(root, max_keys, delimiter, url, page.is_truncated, encode)
     for obj in page.objects:
         node = element(root, "Version")
         element(node, "Key", encode(obj.key))
@@ -248,6 +251,5 @@ def list_object_versions(req: Request) -> Response:
         element(node, "Size", obj.size)
         element(node, "StorageClass", obj.storage_class)
         _owner(node, req)
-    for common in page.common_prefixes:
-        element(element(root, "CommonPrefixes"), "Prefix", encode(common))
+    _common_prefixes(root, page, encode)
     return xml_response(root)
