@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -683,25 +684,60 @@ def test_stream_deleted_is_reported(svc, managers):
     call(svc, "DeleteStream", StreamName="s")
     wait_until(lambda: manager.status(m["UUID"])["LastProcessingResult"] == "PROBLEM: Stream not found",
                what="the problem")
-    wait_until(lambda: not any(t.name.startswith("lane-" + m["UUID"][:8]) for t in threading.enumerate()),
-               what="the lanes to end")
+    # The lanes ended: no shard's work is left and the mapping's threads wait for work.
+    wait_until(lambda: manager.lag(m["UUID"])["shards"] == 0, what="the shards' work to go")
+    wait_until(lambda: all(_waiting_for_work(t) for t in threading.enumerate()
+                           if t.name.startswith("lane-" + m["UUID"][:8])), what="the lanes to end")
 
 
 def test_close_is_prompt(svc, managers, monkeypatch):
-    # Lanes wait on their shards for up to a minute and close() would wait as long for them: a
-    # close that did not wake them would take that minute.
-    monkeypatch.setattr(pollers, "IDLE_WAIT_S", 60.0)
+    # A lane waits for records with no time limit: a close that waited for parked lanes (or for a
+    # lane in a long backoff) would never end.
     monkeypatch.setattr(pollers, "STOP_JOIN_S", 60.0)
+    monkeypatch.setattr(pollers, "RETRY_BACKOFF_S", 60.0)
     arn = create(svc, "s", shards=4)
-    manager = managers(Function())
+    def fail(event):
+        raise FunctionError("no")
+
+    failing = Function(fail)
+    manager = managers(failing)
+    uuids = []
     for _ in range(3):
-        manager.sync(mapping(arn, ParallelizationFactor=2))
-    wait_until(lambda: sum(t.name.startswith("lane-") for t in threading.enumerate()) == 3 * 4 * 2,
-               what="the lanes")
+        m = mapping(arn, ParallelizationFactor=2)
+        uuids.append(m["UUID"])
+        manager.sync(m)
+    put(svc, "s", b"1", "k")  # one lane of each mapping fails and backs off for a minute
+    wait_until(lambda: len(failing.calls) >= 3, what="the first attempts")
+    wait_until(lambda: all(manager.lag(u)["shards"] == 4 for u in uuids), what="the shards")
     started = time.monotonic()
     manager.close()
     assert time.monotonic() - started < 20
     assert not any(t.name.startswith(("lane-", "mapping-")) for t in threading.enumerate())
+
+
+def test_threads_do_not_grow_with_shards_and_idle_lanes_hold_none(svc, managers):
+    arn = create(svc, "s", shards=64)
+    fn = Function()
+    manager = managers(fn)
+    m = mapping(arn, ParallelizationFactor=4)  # 256 lanes
+    manager.sync(m)
+    wait_until(lambda: manager.lag(m["UUID"])["shards"] == 64, what="every shard's work")
+    put_many(svc, "s", [(b"%d" % i, f"k{i}") for i in range(300)])
+    wait_until(lambda: len(fn.delivered()) == 300, what="every record")
+    lanes = [t for t in threading.enumerate() if t.name.startswith("lane-" + m["UUID"][:8])]
+    assert 1 <= len(lanes) <= pollers.LANE_THREADS
+    assert sorted(fn.delivered()) == sorted(b"%d" % i for i in range(300))
+    # Idle, no lane is being run: every pool thread waits for work (none runs a lane's step).
+    wait_until(lambda: all(_waiting_for_work(t) for t in lanes), what="the pool to go idle")
+
+
+def _waiting_for_work(thread: threading.Thread) -> bool:
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "step":
+            return False
+        frame = frame.f_back
+    return True
 
 
 def test_changing_the_parallelization_factor_skips_nothing(svc, managers):

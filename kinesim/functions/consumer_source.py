@@ -67,6 +67,7 @@ class ConsumerSource:
         self.stopped = stopped       # the poller's
         self.report = report         # a problem for LastProcessingResult
         self.cond = threading.Condition()
+        self.listeners: set[Callable[[], None]] = set()  # lanes waiting for records (guarded by cond)
         self.rows: list[Record] = []
         self.keys: list[int] = []    # the rows' indexes, for bisect
         self.bytes = 0
@@ -96,10 +97,20 @@ class ConsumerSource:
             at_tip = next_index >= self.position
             return Batch(rows, next_index, at_tip, self.ended and at_tip)
 
-    def wait(self, index: int, timeout: float) -> None:
+    def listen(self, index: int, callback: Callable[[], None]) -> bool:
         with self.cond:
-            if self.position <= index and not self.ended and self.gone_reason is None and not self.stopped.is_set():
-                self.cond.wait(timeout)
+            if self.position > index or self.ended or self.gone_reason is not None or self.stopped.is_set():
+                return False
+            self.listeners.add(callback)
+            return True
+
+    def _notify(self) -> None:
+        """Records were pushed or the subscription ended: the pump's flow wait and the lanes look
+        again. Caller holds cond; the lanes' callbacks only queue them."""
+        self.cond.notify_all()
+        fired, self.listeners = self.listeners, set()
+        for callback in fired:
+            callback()
 
     def wake(self) -> None:
         with self.cond:
@@ -140,7 +151,7 @@ class ConsumerSource:
             if not self.ended and self.gone_reason is None:
                 self.renewals += 1  # the subscription's lifetime is over: renewed, as Lambda does
         with self.cond:
-            self.cond.notify_all()
+            self._notify()
 
     def _subscribe(self) -> tuple[consumers.Subscription | None, float]:
         """A new subscription from `position`, or None and how long to wait before trying again."""
@@ -187,7 +198,7 @@ class ConsumerSource:
                         self.position = row[0] + 1
                 if "ChildShards" in body:
                     self.ended = True
-                self.cond.notify_all()
+                self._notify()
             if self.ended:
                 return
 
@@ -202,4 +213,4 @@ class ConsumerSource:
     def _end(self, reason: str) -> None:
         with self.cond:
             self.gone_reason = reason
-            self.cond.notify_all()
+            self._notify()

@@ -1,7 +1,11 @@
 """One lane of one shard of an event source mapping (pollers.py has the whole picture): an ordered
 reader of the shard's records whose partition keys hash to the lane, that gathers them into
 batches, invokes the function, retries and bisects failed batches, gives up on them to the
-OnFailure destination, keeps its tumbling window, and checkpoints."""
+OnFailure destination, keeps its tumbling window, and checkpoints.
+
+The lane's code reads as one loop, but it is a generator: where it would wait it yields a
+lane_runner.Wait or Sleep, and the runner parks it until then, so that it holds no thread while it
+waits (lane_runner.py). `yield from` marks every method that may wait."""
 from __future__ import annotations
 
 import logging
@@ -9,7 +13,7 @@ import threading
 import time
 import uuid as uuidlib
 from collections import deque
-from typing import Any
+from typing import Any, Generator
 
 import orjson
 
@@ -19,15 +23,18 @@ from . import events, windows
 from . import mapping_status as status
 from .batches import Batch, Item, Outcome, Part, judge, lane_of
 from .filters import kinesis_view
+from .lane_runner import Sleep, Wait
+
+# What a lane's generator methods are: they yield what they wait for and return their result.
+Steps = Generator["Wait | Sleep", None, Any]
 
 log = logging.getLogger("kinesim.pollers")
 
 
-class Lane(threading.Thread):
+class Lane:
     """An ordered reader of one shard's records of one lane, and the invocations they make."""
 
     def __init__(self, work: Any, number: int):  # a mapping_poller.ShardWork
-        super().__init__(name=f"lane-{work.poller.config.uuid[:8]}-{work.shard.shard_id[-4:]}-{number}", daemon=True)
         self.work, self.number = work, number
         self.poller, self.config = work.poller, work.poller.config
         self.svc, self.stream, self.shard = work.poller.svc, work.stream, work.shard
@@ -40,20 +47,63 @@ class Lane(threading.Thread):
         # next window begins as soon as the previous function invocation completes").
         self.last_done = time.monotonic()
         self.invoked_at = 0.0  # when the last invocation started (epoch s): the timeline's IteratorAge
+        self.gen = self.steps()
+        self.park_lock = threading.Lock()
+        self.parks = 0                     # numbers the parks: a timer wakes only the park it was set for
+        self.parked: tuple[int, bool] | None = None   # (park number, waits for an append)
+
+    # how the runner drives it (lane_runner.py)
+
+    def start(self) -> None:
+        self.poller.pool.submit(self.step)
+
+    def step(self) -> None:
+        """Run until the lane waits (then park it) or ends; on one of the mapping's pool threads."""
+        try:
+            wanted = next(self.gen)
+        except StopIteration:
+            return
+        if self.stopped():
+            return
+        with self.park_lock:
+            self.parks += 1
+            park = self.parks
+            self.parked = (park, isinstance(wanted, Wait))
+        if isinstance(wanted, Sleep):
+            self.poller.timers.after(wanted.seconds, lambda: self.wake(park))
+        elif not self.work.source.listen(wanted.index, self.appended):
+            self.wake(park)  # already there: run on
+        elif wanted.timeout is not None:
+            self.poller.timers.after(wanted.timeout, lambda: self.wake(park))
+
+    def appended(self) -> None:
+        """The source's callback: whatever the lane waits for may be there (a Sleep goes on)."""
+        with self.park_lock:
+            if self.parked is None or not self.parked[1]:
+                return
+            self.parked = None
+        self.poller.pool.submit(self.step)
+
+    def wake(self, park: int) -> None:
+        with self.park_lock:
+            if self.parked is None or self.parked[0] != park:
+                return  # woken already (an append came first)
+            self.parked = None
+        self.poller.pool.submit(self.step)
 
     # running
 
-    def run(self) -> None:
+    def steps(self) -> Steps:
         while not self.stopped():
             try:
-                self.loop()
+                yield from self.loop()
                 return
             except Exception:  # not the function's fault: resume from the last checkpoint
                 log.exception("mapping %s: %s lane %d failed", self.config.uuid, self.shard.shard_id, self.number)
-                self.poller.stopped.wait(self.timing.problem_retry_s)
-                self.index = self.saved_index = self.work.mark.positions[self.number]
-                saved = self.work.mark.states[self.number]
-                self.window = dict(saved) if saved else None
+            yield Sleep(self.timing.problem_retry_s)
+            self.index = self.saved_index = self.work.mark.positions[self.number]
+            saved = self.work.mark.states[self.number]
+            self.window = dict(saved) if saved else None
 
     def stopped(self) -> bool:
         return self.poller.stopped.is_set()
@@ -61,16 +111,16 @@ class Lane(threading.Thread):
     def gone(self) -> bool:
         return self.work.cursor.gone() is not None or self.work.source.gone() is not None
 
-    def loop(self) -> None:
+    def loop(self) -> Steps:
         tumbling = self.config.tumbling_window_s > 0
         while True:
-            batch = self.collect()
+            batch = yield from self.collect()
             if batch is None:
                 return
             if batch.items:
                 if tumbling and self.window is None:
                     self.window = windows.opened(batch.window_start, self.config.tumbling_window_s)
-                if not self.deliver(batch):
+                if not (yield from self.deliver(batch)):
                     return
             else:
                 # Records nobody wants here (other lanes', filtered out, expired) are passed; the
@@ -84,7 +134,7 @@ class Lane(threading.Thread):
             # record stamped inside it was read (a lane catching up may still be in the past).
             if tumbling and self.window is not None and (batch.window_over or batch.ended or (
                     batch.at_tip and windows.due_in(self.window) <= 0)):
-                if not self.close_window():
+                if not (yield from self.close_window()):
                     return
             if batch.ended:
                 self.work.lane_ended()
@@ -92,7 +142,7 @@ class Lane(threading.Thread):
 
     # reading
 
-    def collect(self) -> Batch | None:
+    def collect(self) -> Steps:  # -> Batch | None
         """The next batch: up to BatchSize records of this lane that pass the filters, at most 6 MB
         of event, within one tumbling window, gathered for up to the batching window."""
         cfg, poller = self.config, self.poller
@@ -141,28 +191,24 @@ class Lane(threading.Thread):
                 return Batch(items, index, window_start, at_tip=True)
             if not items and index != self.index:
                 return Batch(items, index, at_tip=True)
-            timeout = self.timing.idle_wait_s
+            timeout: float | None = None  # nothing due: only an append (or a stop) wakes the lane
             if items:
                 timeout = deadline - now
             if self.window is not None:
                 due = windows.due_in(self.window)
                 if due <= 0 and not items:
                     return Batch(items, index, at_tip=True)
-                timeout = min(timeout, max(0.0, due))
+                timeout = max(0.0, due) if timeout is None else min(timeout, max(0.0, due))
             if not items and index != self.saved_index:  # passed records' position to save
                 due = self.saved_at + self.timing.pass_checkpoint_s - now
                 if due <= 0:
                     return Batch(items, index, at_tip=True)
-                timeout = min(timeout, due)
-            self.wait(index, timeout)
-
-    def wait(self, index: int, timeout: float) -> None:
-        """Until a record at `index` exists (or the shard closes, the poller stops), up to `timeout`."""
-        self.work.source.wait(index, timeout)
+                timeout = due if timeout is None else min(timeout, due)
+            yield Wait(index, timeout)
 
     # invoking
 
-    def deliver(self, batch: Batch) -> bool:
+    def deliver(self, batch: Batch) -> Steps:  # -> bool
         """Invoke the function with `batch` until it succeeds or is given up; False if stopped."""
         cfg = self.config
         parts = deque([Part(batch.items)])
@@ -173,7 +219,7 @@ class Lane(threading.Thread):
             stale = self.stale(part.items)
             if stale:
                 given, part.items = part.items[:stale], part.items[stale:]
-                if not self.give_up(given, "RecordAgeExceeded", part):
+                if not (yield from self.give_up(given, "RecordAgeExceeded", part)):
                     return False
                 if not part.items:
                     parts.popleft()
@@ -184,13 +230,14 @@ class Lane(threading.Thread):
             if outcome.kind == "problem":
                 self.poller.set_result(outcome.problem)
                 self.poller.timeline.add_problem(outcome.problem, shard=self.shard.shard_id)
-                self.poller.stopped.wait(self.timing.problem_retry_s)
+                yield Sleep(self.timing.problem_retry_s)
                 continue
             if outcome.kind == "ok":
                 parts.popleft()
                 self.poller.set_result(status.OK)
                 self.note("ok", part.items, part)
-                if not self.succeeded(outcome.state, part.items[-1].row[0] + 1 if parts else batch.next_index):
+                if not (yield from self.succeeded(outcome.state, part.items[-1].row[0] + 1 if parts
+                                                  else batch.next_index)):
                     return False
                 continue
             self.poller.set_result(status.FUNCTION_FAILED)
@@ -198,7 +245,7 @@ class Lane(threading.Thread):
                 self.note("partial", part.items, part, done=outcome.failed_at)
             if outcome.kind == "partial" and outcome.failed_at > 0:
                 done, part.items = part.items[:outcome.failed_at], part.items[outcome.failed_at:]
-                if not self.succeeded(outcome.state, done[-1].row[0] + 1):
+                if not (yield from self.succeeded(outcome.state, done[-1].row[0] + 1)):
                     return False
                 if cfg.bisect:  # "bisected at the returned sequence number": not a retry
                     continue
@@ -211,7 +258,7 @@ class Lane(threading.Thread):
                 continue
             part.retries += 1
             if 0 <= cfg.max_retries < part.retries:
-                if not self.give_up(part.items, "RetryAttemptsExhausted", part):
+                if not (yield from self.give_up(part.items, "RetryAttemptsExhausted", part)):
                     return False
                 parts.popleft()
                 if not self.checkpoint(part.items[-1].row[0] + 1 if parts else batch.next_index):
@@ -219,7 +266,7 @@ class Lane(threading.Thread):
                 continue
             if outcome.kind == "error":
                 self.note("retried", part.items, part)
-            self.poller.stopped.wait(self.timing.backoff(part.retries))
+            yield Sleep(self.timing.backoff(part.retries))
         return True
 
     def event(self, items: list[Item], final: bool = False, early: bool = False) -> bytes:
@@ -250,12 +297,12 @@ class Lane(threading.Thread):
         return judge(invocation, part.items, self.config.report_item_failures and not final,
                      needs_state=self.window is not None and not final)
 
-    def succeeded(self, state: Any, next_index: int) -> bool:
+    def succeeded(self, state: Any, next_index: int) -> Steps:  # -> bool
         """Records up to `next_index` are done: keep the window's new state, checkpoint."""
         if self.window is not None and state is not None:
             self.window["state"] = state
             if windows.state_too_big(state):  # AWS ends it early; the window goes on, state fresh
-                if not self.checkpoint(next_index) or not self.close_window(early=True):
+                if not self.checkpoint(next_index) or not (yield from self.close_window(early=True)):
                     return False
                 return True
         return self.checkpoint(next_index)
@@ -271,7 +318,7 @@ class Lane(threading.Thread):
             n += 1
         return n
 
-    def give_up(self, items: list[Item], condition: str, part: Part) -> bool:
+    def give_up(self, items: list[Item], condition: str, part: Part) -> Steps:  # -> bool
         """Discard records once their invocation record reached the OnFailure destination; False if
         the poller stopped first. A destination that cannot take the record (a missing bucket or
         stream) holds the shard: the records are kept, delivery is retried, and LastProcessingResult
@@ -286,7 +333,8 @@ class Lane(threading.Thread):
         before = self.poller.result
         while (problem := self.poller.send_failure(record, self.shard.shard_id, self.event(items))) is not None:
             self.poller.set_result(problem)
-            if self.poller.stopped.wait(self.timing.problem_retry_s) or self.gone():
+            yield Sleep(self.timing.problem_retry_s)
+            if self.stopped() or self.gone():
                 return False
         self.poller.set_result(before)
         self.note("on-failure" if self.config.on_failure else "skipped", items, part, condition=condition,
@@ -305,7 +353,7 @@ class Lane(threading.Thread):
             error=last.function_error if last else None,
             age_ms=round((self.invoked_at - items[-1].row[4]) * 1000) if last else None, **details)
 
-    def close_window(self, early: bool = False) -> bool:
+    def close_window(self, early: bool = False) -> Steps:  # -> bool
         """The window's final invocation (no records, isFinalInvokeForWindow), retried like a batch;
         then its state is dropped (an early end keeps the window, with a fresh state)."""
         cfg = self.config
@@ -314,7 +362,7 @@ class Lane(threading.Thread):
             outcome = self.attempt(part, final=True, early=early)
             if outcome.kind == "problem":
                 self.poller.set_result(outcome.problem)
-                self.poller.stopped.wait(self.timing.problem_retry_s)
+                yield Sleep(self.timing.problem_retry_s)
                 continue
             if outcome.kind in ("ok", "partial"):
                 self.poller.set_result(status.OK)
@@ -323,7 +371,7 @@ class Lane(threading.Thread):
             part.retries += 1
             if 0 <= cfg.max_retries < part.retries:
                 break
-            self.poller.stopped.wait(self.timing.backoff(part.retries))
+            yield Sleep(self.timing.backoff(part.retries))
         else:
             return False
         if early and self.window is not None:

@@ -1,6 +1,7 @@
 """One event source mapping's poller (pollers.py has the whole picture): it finds the mapping's
 stream and, in lineage order (kinesis.reader.readable_shards), the shards to read; it runs a
 ShardWork (a source and its lanes, lane.py) per readable shard and keeps the mapping's checkpoint.
+Its lanes run on the mapping's LanePool (lane_runner.py), a few threads whatever the shards.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .checkpoints import Checkpoints
 from .consumer_source import ConsumerSource
 from .filters import FilterCriteria
 from .lane import Lane
+from .lane_runner import LanePool
 from .mapping_config import MappingConfig
 from .mapping_status import MappingStatus
 from .shard_sources import PolledSource, ShardSource
@@ -31,6 +33,8 @@ class MappingPoller:
     def __init__(self, manager: Any, config: MappingConfig):
         self.svc, self.invoke, self.settings = manager.kinesis, manager.invoke, manager.settings
         self.timing = manager.timing
+        self.timers = manager.timers
+        self.pool = LanePool(manager.lane_threads, f"lane-{config.uuid[:8]}")
         self.failures = manager.failures
         self.config = config
         self.filters = FilterCriteria.parse({"Filters": [{"Pattern": p} for p in config.filter_patterns]})
@@ -46,6 +50,7 @@ class MappingPoller:
         self.checkpoint = Checkpoint()
         self.running: dict[str, ShardWork] = {}
         self.finished: list[ShardWork] = []
+        self.shards_seen = -1  # how many shards the stream had at the last full scan
         self.thread: threading.Thread | None = None
 
     @property
@@ -68,13 +73,14 @@ class MappingPoller:
         self.stopped.set()
         self.active = False
         self.wake.set()
+        self.pool.close()  # parked lanes are not run again; a lane being run finishes its step
         with self.lock:
             works = list(self.running.values())
         for work in works:
             work.wake()
 
     def join(self, deadline: float) -> None:
-        threads = [self.thread] if self.thread else []
+        threads = ([self.thread] if self.thread else []) + self.pool.threads()
         with self.lock:
             for work in list(self.running.values()) + self.finished:
                 threads.extend(work.threads())
@@ -136,22 +142,27 @@ class MappingPoller:
 
     def make_source(self, cursor: ShardCursor, mark: ShardMark) -> ShardSource:
         if self.config.consumer_arn is None:
-            return PolledSource(cursor, self.stopped)
+            return PolledSource(cursor)
         return ConsumerSource(self.svc, self.config.consumer_arn, cursor.shard, mark.position,
                               low_water=lambda: mark.position, stopped=self.stopped, report=self.set_result)
 
     # finding shards
 
     def run(self) -> None:
+        prompted = True
         while not self.stopped.is_set():
             self.wake.clear()
             try:
-                self.scan()
+                self.scan(prompted)
             except Exception:  # a failed scan must not end the mapping; the next one retries
                 log.exception("mapping %s: scan failed", self.config.uuid)
-            self.wake.wait(self.timing.scan_s)
+                self.shards_seen = -1
+            prompted = self.wake.wait(self.timing.scan_s)
 
-    def scan(self) -> None:
+    def scan(self, prompted: bool = True) -> None:
+        """Start the work of shards that became readable. Unprompted (no shard ended), only a
+        change of the stream or of its shard list can have made one readable: otherwise the scan
+        is a few lookups, not a walk over every shard."""
         stream = self.svc.find(self.config.stream_name)
         if stream is None or stream.status == "DELETING":
             self.set_result(status.STREAM_NOT_FOUND)
@@ -161,6 +172,7 @@ class MappingPoller:
             return
         if self.config.consumer_arn is not None and not self.consumer_exists():
             self.set_result(status.CONSUMER_NOT_FOUND)
+            self.shards_seen = -1  # a consumer registered again: every shard's work starts anew
             with self.lock:
                 works = list(self.running.values())
                 self.running.clear()
@@ -169,6 +181,9 @@ class MappingPoller:
             return
         if stream is not self.stream:
             self.attach(stream)
+        if not prompted and len(stream.shards) == self.shards_seen:
+            return
+        self.shards_seen = len(stream.shards)
         for shard in readable_shards(stream, self.checkpoint):
             if self.stopped.is_set():
                 return
@@ -201,6 +216,7 @@ class MappingPoller:
         with self.lock:
             self.running.clear()  # lanes of a deleted stream end by themselves
         self.stream, self.checkpoint = stream, Checkpoint()
+        self.shards_seen = -1  # the next scan looks at every shard
         if stream is None or stream.status in ("CREATING", "DELETING"):
             self.stream = None
             return
@@ -234,8 +250,9 @@ class ShardWork:
             lane.start()
 
     def threads(self) -> list[threading.Thread]:
+        """The source's own thread, if it has one (a consumer's subscription)."""
         extra = getattr(self.source, "thread", None)
-        return list(self.lanes) + ([extra] if extra is not None and extra.ident is not None else [])
+        return [extra] if extra is not None and extra.ident is not None else []
 
     def wake(self) -> None:
         self.source.wake()

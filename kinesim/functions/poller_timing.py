@@ -11,7 +11,6 @@ class Timing:
     retry_backoff_max_s: float
     problem_retry_s: float       # delay when the function could not be invoked at all
     scan_s: float                # how often a mapping looks for its stream and new shards unprompted
-    idle_wait_s: float           # longest single wait on a shard (close() wakes waiters anyway)
     pass_checkpoint_s: float     # how often a lane saves a position moved only by records it passed
     stop_join_s: float           # how long close() waits for threads (an invocation may be running)
 

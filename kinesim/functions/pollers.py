@@ -38,8 +38,11 @@ its stream, shards and checkpoint), lane.py (one lane's batch/invoke/retry/bisec
 batches.py (batches and AWS's rules for an invocation's answer), windows.py (tumbling windows),
 mapping_status.py (LastProcessingResult and the write gate), checkpoints.py (what is stored).
 
-Threads: one per mapping (finds streams and shards, starts lanes) and one per lane; all stop
-promptly on `close()`. An invocation that finishes while its poller stops is still checkpointed,
+Threads: one per mapping (finds streams and shards, starts lanes), and a pool of at most
+LANE_THREADS per mapping that runs its lanes, started as work needs them, plus one timer thread
+for all mappings (lane_runner.py): a lane waiting for records or for a backoff holds no thread, so
+the threads do not grow with the shards and an idle mapping costs nothing. All stop promptly on
+`close()`. An invocation that finishes while its poller stops is still checkpointed,
 but nothing is written once `close()`/`stop()` returned, so a new poller on the same store never
 races an old one (an invocation still running then is simply repeated).
 """
@@ -59,6 +62,7 @@ from .batch_timeline import BatchTimeline
 from .batches import Invocation, Invoke
 from .checkpoints import Checkpoints
 from .failure_destinations import FailureSender
+from .lane_runner import Timers
 from .mapping_config import MappingConfig
 from .mapping_poller import MappingPoller
 from .poller_timing import Timing
@@ -72,7 +76,8 @@ RETRY_BACKOFF_S = 0.1        # delay before the first retry of a failed batch; d
 RETRY_BACKOFF_MAX_S = 3.0
 PROBLEM_RETRY_S = 1.0        # delay when the function could not be invoked at all
 SCAN_S = 0.5                 # how often a mapping looks for its stream and new shards unprompted
-IDLE_WAIT_S = 1.0            # longest single wait on a shard (close() wakes waiters anyway)
+LANE_THREADS = 16            # a mapping's lanes run on at most this many threads (lane_runner.py);
+                             # more would only wait: a function runs on at most 10 workers at once
 PASS_CHECKPOINT_S = 1.0      # how often a lane saves a position moved only by records it passed
 STOP_JOIN_S = 2.0            # how long close() waits for threads (an invocation may be running)
 
@@ -98,8 +103,10 @@ class MappingManager:
         self.timelines: dict[str, BatchTimeline] = {}
         # The delays, as this module's attributes say when the manager is made (tests shorten them).
         self.timing = Timing(retry_backoff_s=RETRY_BACKOFF_S, retry_backoff_max_s=RETRY_BACKOFF_MAX_S,
-                             problem_retry_s=PROBLEM_RETRY_S, scan_s=SCAN_S, idle_wait_s=IDLE_WAIT_S,
+                             problem_retry_s=PROBLEM_RETRY_S, scan_s=SCAN_S,
                              pass_checkpoint_s=PASS_CHECKPOINT_S, stop_join_s=STOP_JOIN_S)
+        self.lane_threads = LANE_THREADS
+        self.timers = Timers()  # the lanes' deadlines (batching windows, backoffs), for every mapping
 
     def sync(self, mapping: dict[str, Any]) -> None:
         """Start, stop or reconfigure the mapping's poller to match its configuration.
@@ -177,3 +184,4 @@ class MappingManager:
         for poller in pollers:
             poller.join(deadline)
             poller.seal()
+        self.timers.close()

@@ -1,15 +1,14 @@
 """Where a mapping's lanes get one shard's records from. The lanes (lane.Lane) batch, invoke,
 retry and checkpoint the same way whatever the source; a source only answers "the records from
-index N on" (a kinesis.reader.Batch) and "wait until there are some":
+index N on" (a kinesis.reader.Batch) and "call me back when there may be some":
 
 - PolledSource: a stream's shared-throughput reader (GetRecords' way): a kinesis.reader
-  ShardCursor, waking on the shard's append condition.
+  ShardCursor, listening for the shard's appends.
 - consumer_source.ConsumerSource: an enhanced fan-out consumer's subscription pushing records.
 """
 from __future__ import annotations
 
-import threading
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ..kinesis.reader import Batch, ShardCursor
 
@@ -20,11 +19,12 @@ class ShardSource(Protocol):
     def read(self, index: int, want: int, max_bytes: int) -> Batch:
         """Records from `index` on (their next position, at the tip, shard read to its end)."""
 
-    def wait(self, index: int, timeout: float) -> None:
-        """Until a record at `index` may exist (or the source ends), up to `timeout`."""
+    def listen(self, index: int, callback: Callable[[], None]) -> bool:
+        """Call `callback()` once when a record at `index` may exist (or the source ends); False,
+        and nothing registered, if that is so already. The callback only queues the lane."""
 
     def wake(self) -> None:
-        """Wake waiters (the poller stops)."""
+        """The poller stops."""
 
     def advanced(self) -> None:
         """A lane checkpointed: records below every lane's checkpoint are no longer needed."""
@@ -38,8 +38,8 @@ class ShardSource(Protocol):
 class PolledSource:
     """A shard read as GetRecords reads it, shared by the shard's lanes (each at its own index)."""
 
-    def __init__(self, cursor: ShardCursor, stopped: threading.Event) -> None:
-        self.cursor, self.stopped = cursor, stopped
+    def __init__(self, cursor: ShardCursor) -> None:
+        self.cursor = cursor
 
     def start(self) -> None:
         pass
@@ -47,11 +47,11 @@ class PolledSource:
     def read(self, index: int, want: int, max_bytes: int) -> Batch:
         return self.cursor.read_from(index, want, max_bytes)
 
-    def wait(self, index: int, timeout: float) -> None:
-        self.cursor.wait(timeout, index, until=self.stopped.is_set)
+    def listen(self, index: int, callback: Callable[[], None]) -> bool:
+        return self.cursor.listen(callback, index)
 
     def wake(self) -> None:
-        self.cursor.wake()
+        pass
 
     def advanced(self) -> None:
         pass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from . import sequence
 
@@ -27,8 +27,11 @@ class Shard:
     # Record index the next put gets. Kept in memory; the saved value is only a floor for when
     # retention has deleted a shard's newest records (at load: max(floor, last stored + 1)).
     next_index: int = 1
-    # Readers (GetRecords long-polls, SubscribeToShard, triggers) wait here for appends.
+    # Readers (GetRecords long-polls, SubscribeToShard) wait here for appends.
     appended: threading.Condition = field(default_factory=threading.Condition, repr=False, compare=False)
+    # Readers that hold no thread while they wait (mapping lanes, StreamReader) are called back
+    # once at the next notify instead; guarded by `appended` (kinesis/reader.py registers them).
+    listeners: set[Callable[[], None]] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def shard_id(self) -> str:
@@ -41,6 +44,15 @@ class Shard:
     @property
     def is_open(self) -> bool:
         return self.closed_at is None
+
+    def notify(self) -> None:
+        """Something for readers happened (an append, the shard closed, the stream went): waiters
+        wake, listeners are called (each once; they register again when they wait again)."""
+        with self.appended:
+            self.appended.notify_all()
+            fired, self.listeners = self.listeners, set()
+        for callback in fired:
+            callback()
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ShardId": self.shard_id}

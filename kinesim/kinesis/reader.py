@@ -11,7 +11,8 @@ SubscribeToShard, queues, channels): the only reader-side module that touches `s
   shard is readable when every parent of it still in the stream has ended in the checkpoint
   (a split's two children after their parent, a merge's child after both).
 - StreamReader: a stream's readable shards as cursors, positions kept in a Checkpoint
-  (checkpoints.py), and one `wait` for an append to any of them.
+  (checkpoints.py), and one `wait` for an append to any of them (a listener on each shard, see
+  ShardCursor.listen: no thread per shard).
 """
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from .model import Shard, Stream
 from .records import MAX_GET_BYTES, child_shards, read_batch
 
 MAX_READ = 10000             # records per read (GetRecords' limit)
-WATCH_S = 5.0                # a StreamReader's shard watcher re-checks its reader this often
 
 __all__ = ["Batch", "Checkpoint", "CheckpointStore", "Record", "ShardCursor", "ShardMark", "StreamReader",
            "start_position", "starting_checkpoint", "readable_shards", "parents", "wake_readers"]
@@ -120,6 +120,24 @@ class ShardCursor:
             self._woken = True
             self.shard.appended.notify_all()
 
+    def listen(self, callback: Callable[[], None], position: int | None = None) -> bool:
+        """Have `callback()` called once, from the thread that appends to the shard (closes it,
+        deletes the stream), unless there is already something at `position` (default: the
+        cursor's) or the shard is closed: then False, and nothing is registered. Checked and
+        registered under the condition appends notify under, so no append falls between. The
+        callback must be quick and must not block: it only hands the work to somebody."""
+        index = self.position if position is None else position
+        shard = self.shard
+        with shard.appended:
+            if shard.next_index > index or not shard.is_open or self.gone() is not None:
+                return False
+            shard.listeners.add(callback)
+            return True
+
+    def unlisten(self, callback: Callable[[], None]) -> None:
+        with self.shard.appended:
+            self.shard.listeners.discard(callback)
+
     def gone(self) -> str | None:
         """Why nothing more can be read here (the stream deleted or re-created), else None."""
         stream = self.stream
@@ -147,8 +165,7 @@ class ShardCursor:
 def wake_readers(stream: Stream) -> None:
     """Wake every reader waiting on the stream's shards (they look again: a consumer went, ...)."""
     for shard in list(stream.shards):
-        with shard.appended:
-            shard.appended.notify_all()
+        shard.notify()
 
 
 # where reading starts
@@ -209,7 +226,6 @@ class StreamReader:
         self.kinesis, self.stream_name, self.checkpoint = kinesis, stream_name, checkpoint
         self._cursors: dict[int, ShardCursor] = {}
         self._signal = threading.Event()
-        self._watchers: dict[int, threading.Thread] = {}
         self._closed = False
         self._stream: Stream | None = None
         self._lock = threading.RLock()  # several threads may share a reader (a queue's receives)
@@ -260,48 +276,24 @@ class StreamReader:
 
     def wait(self, timeout: float) -> None:
         """Until a readable shard has a record past its cursor or closes, `wake()`, or `timeout`.
-        Each readable open shard has a watcher thread waiting on its `appended` condition."""
+        The reader listens on each readable open shard at its tip: no thread per shard."""
         self._signal.clear()
         pending = False
         for cursor in self.cursors():
-            if not cursor.at_tip():
+            # A closed shard at its tip gets nothing more: not listened to.
+            if not cursor.at_tip() or (cursor.is_open and not cursor.listen(self._signal.set)):
                 pending = True
-            elif cursor.is_open:
-                self._watch(cursor)  # a closed shard at its tip gets nothing more: not watched
-        if not pending:
+        if not pending and not self._closed:
             self._signal.wait(timeout)
 
     def wake(self) -> None:
         self._signal.set()
 
     def close(self) -> None:
-        """Stop the watchers (each is woken and ends). Final: `wait` watches nothing afterwards."""
+        """Wake a waiter and stop listening. Final: `wait` returns at once afterwards."""
         self._closed = True
         self._signal.set()
-        for cursor in list(self._cursors.values()):
-            cursor.wake()
-
-    def _watch(self, cursor: ShardCursor) -> None:
         with self._lock:
-            if cursor.uid in self._watchers or self._closed:
-                return
-            thread = threading.Thread(target=self._watcher, args=(cursor,), daemon=True,
-                                      name=f"reader-{self.stream_name[:16]}-{cursor.shard_id[-4:]}")
-            self._watchers[cursor.uid] = thread
-        thread.start()
-
-    def _watcher(self, cursor: ShardCursor) -> None:
-        shard = cursor.shard
-        try:
-            with shard.appended:
-                # Checked and waited under the condition's lock: no append's notify falls between.
-                while not self._closed and self._cursors.get(cursor.uid) is cursor:
-                    if shard.next_index > cursor.position or not shard.is_open or cursor.gone() is not None:
-                        self._signal.set()
-                        if not shard.is_open or cursor.gone() is not None:
-                            return
-                    shard.appended.wait(WATCH_S)
-        finally:
-            with self._lock:
-                if self._watchers.get(cursor.uid) is threading.current_thread():
-                    del self._watchers[cursor.uid]
+            cursors = list(self._cursors.values())
+        for cursor in cursors:
+            cursor.unlisten(self._signal.set)

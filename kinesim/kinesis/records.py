@@ -108,11 +108,6 @@ def with_empty_keys(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r if "PartitionKey" in r else {**r, "PartitionKey": ""} for r in entries]
 
 
-def notify(shard: Shard) -> None:
-    with shard.appended:
-        shard.appended.notify_all()
-
-
 def encryption(stream: Stream, out: dict[str, Any]) -> dict[str, Any]:
     if stream.encryption_type != "NONE":
         out["EncryptionType"] = stream.encryption_type
@@ -145,7 +140,7 @@ def put_record(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         seq = sequence.make(shard.created, shard.index, index, int(now))
         svc.store.append_one(shard.uid, (index, seq, p["PartitionKey"], data, now))
         shard.next_index = index + 1
-    notify(shard)
+    shard.notify()
     svc.write_rates[shard.uid].add(1, len(data))
     return encryption(stream, {"ShardId": shard.shard_id, "SequenceNumber": seq})
 
@@ -197,7 +192,7 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
             touched[uid].next_index = index
     rates = svc.write_rates
     for uid, shard in touched.items():
-        notify(shard)
+        shard.notify()
         batch = batches[uid]
         rates[uid].add(len(batch), sum(len(row[3]) for row in batch))
     return encryption(stream, {"FailedRecordCount": failed, "Records": results})

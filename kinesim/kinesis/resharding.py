@@ -35,7 +35,7 @@ from bisect import bisect_left, bisect_right
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..protocol.errors import invalid_argument, limit_exceeded, not_found, validation_error
-from . import iterators, records, sequence
+from . import iterators, sequence
 from .model import Shard, Stream, even_ranges
 from .streams import check_shard_limit
 
@@ -147,7 +147,7 @@ class Reshard:
     def wake(self) -> None:
         """Readers waiting on a now-closed shard see its end (call after releasing the lock)."""
         for shard in self.closed:
-            records.notify(shard)
+            shard.notify()
 
 
 def split_shard(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:

@@ -259,8 +259,7 @@ class KinesisService(JsonService):
             self.store.delete_records([s.uid for s in stream.shards])
             for shard in stream.shards:
                 self.write_rates.discard(shard.uid)
-                with shard.appended:
-                    shard.appended.notify_all()
+                shard.notify()
 
     def new_shard_uid(self) -> int:
         """A uid for a new shard. Durable once a document names it (see `_save_uid_counter`)."""
