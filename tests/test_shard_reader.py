@@ -14,7 +14,6 @@ from firehose.source import KinesisSource
 from kinesim.config import Settings
 from kinesim.functions.checkpoints import Checkpoints
 from kinesim.functions.pollers import MappingManager
-from kinesim.kinesis import reader
 from kinesim.kinesis.reader import (Checkpoint, CheckpointStore, ShardCursor, ShardMark, StreamReader,
                                     readable_shards, start_position, starting_checkpoint)
 from kinesim.kinesis.service import OPERATIONS, KinesisService
@@ -268,6 +267,38 @@ def test_a_checkpoint_round_trips_through_the_store(svc):
     assert saved.load() is None
 
 
+def test_a_checkpoint_save_writes_only_the_marks_that_moved(svc, monkeypatch):
+    checkpoint = Checkpoint()
+    for uid in range(100):
+        checkpoint.set(ShardMark(f"shardId-{uid:012d}", uid, [1]))
+    saved = CheckpointStore(svc.store, "test-checkpoint", "one")
+    saved.save(checkpoint)
+    written = []
+    monkeypatch.setattr(svc.store, "put_documents", lambda kind, bodies: written.append(sorted(bodies)))
+    monkeypatch.setattr(svc.store, "put_document", lambda kind, name, body: written.append([name]))
+    checkpoint.marks[7].positions = [5]
+    saved.save(checkpoint)
+    checkpoint.marks[8].positions = [6]
+    saved.save_mark(checkpoint, checkpoint.marks[8])
+    assert written == [["one/7"], ["one/8"]]
+
+
+def test_a_checkpoint_of_the_one_document_format_is_read_and_replaced_whole(svc):
+    # What kinesim wrote before the marks got documents of their own.
+    old = {"version": 2, "shards": [{"shard": "shardId-000000000000", "uid": 4, "positions": [3], "states": [None],
+                                     "ended": False}]}
+    svc.store.put_document("test-checkpoint", "one", old)
+    saved = CheckpointStore(svc.store, "test-checkpoint", "one")
+    checkpoint = saved.load()
+    assert checkpoint.marks[4].positions == [3]
+    checkpoint.marks[4].positions = [9]
+    saved.save_mark(checkpoint, checkpoint.marks[4])  # the first save writes the header and every mark
+    assert svc.store.document("test-checkpoint", "one") == {"version": 3}
+    assert CheckpointStore(svc.store, "test-checkpoint", "one").load().marks[4].positions == [9]
+    saved.delete()
+    assert svc.store.documents("test-checkpoint") == {}
+
+
 def test_a_mapping_resumes_from_a_checkpoint_written_before_the_reader(tmp_path):
     svc = make_service(tmp_path)
     try:
@@ -310,7 +341,7 @@ def test_a_firehose_source_resumes_from_a_checkpoint_written_before_the_reader(t
         source = KinesisSource(host, ds, stopped=None)
         source.fill(1 << 20)
         assert [r.data for r in source.pending] == [b"2", b"3", b"4"]
-        assert reader.Checkpoint.is_current(svc.store.document("firehose-checkpoint", "ds"))
+        assert svc.store.document("firehose-checkpoint", "ds") == {"version": 3}
         source.commit(source.take(1 << 20))
         again = KinesisSource(host, ds, stopped=None)
         again.fill(1 << 20)

@@ -4,7 +4,8 @@
 whether the shard was read to its end. Written only after a batch succeeded or was given up, so a
 restart resumes after the last finished batch: at-least-once, never skipping.
 
-Stored as the store document of kind "mapping-checkpoint" named by the mapping's UUID. Before the
+Stored as the store documents of kind "mapping-checkpoint" named by the mapping's UUID (its
+header, and a document per shard: kinesis/checkpoints.py). Before the
 shard reader, kinesim kept one document of kind "checkpoint" per (mapping, shard), named
 "<uuid>/<shardId>": those are converted when first loaded, then deleted. The mapping's last
 processing result is kept beside them (kind "mapping-result") so it survives a restart too.
@@ -35,8 +36,12 @@ class Checkpoints:
         checkpoint = self.saved.load()
         return {m.shard_id: m for m in checkpoint.marks.values()} if checkpoint else {}
 
-    def save(self, checkpoint: Checkpoint) -> None:
-        self.saved.save(checkpoint)
+    def save(self, checkpoint: Checkpoint, mark: ShardMark | None = None) -> None:
+        """The checkpoint; `mark`: only that shard's mark moved."""
+        if mark is None:
+            self.saved.save(checkpoint)
+        else:
+            self.saved.save_mark(checkpoint, mark)
 
     def _legacy_docs(self) -> dict[str, dict]:
         return {name: doc for name, doc in self.store.documents(LEGACY_KIND).items() if name.startswith(self.prefix)}

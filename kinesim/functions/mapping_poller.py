@@ -114,9 +114,10 @@ class MappingPoller:
     def set_result(self, result: str) -> None:
         self.reporter.set_result(result)
 
-    def save(self) -> bool:
-        """Persist the checkpoint; False (nothing written) once the poller is sealed."""
-        return self.reporter.save(self.checkpoint)
+    def save(self, mark: ShardMark | None = None) -> bool:
+        """Persist the checkpoint (`mark`: only that shard's mark moved); False (nothing written)
+        once the poller is sealed."""
+        return self.reporter.save(self.checkpoint, mark)
 
     def role_arn(self) -> str:
         """The function's execution role: each record's `invokeIdentityArn`. Looked up per batch, as
@@ -261,7 +262,7 @@ class ShardWork:
         with self.lock:
             self.mark.positions[lane] = index
             self.mark.states[lane] = dict(window) if window else None
-            saved = self.poller.save()
+            saved = self.poller.save(self.mark)
         self.source.advanced()
         return saved
 
@@ -271,7 +272,7 @@ class ShardWork:
             if self.lanes_ended < len(self.lanes):
                 return
             self.mark.ended = True
-            if not self.poller.save():
+            if not self.poller.save(self.mark):
                 return
         self.source.close()
         self.poller.shard_ended(self)

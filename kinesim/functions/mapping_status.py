@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from ..kinesis.checkpoints import Checkpoint
+from ..kinesis.checkpoints import Checkpoint, ShardMark
 from .checkpoints import Checkpoints
 
 NO_RECORDS = "No records processed"
@@ -34,12 +34,13 @@ class MappingStatus:
             if not self.sealed:
                 self.checkpoints.save_result(result)
 
-    def save(self, checkpoint: Checkpoint) -> bool:
-        """Persist the checkpoint; False (nothing written) once sealed."""
+    def save(self, checkpoint: Checkpoint, mark: ShardMark | None = None) -> bool:
+        """Persist the checkpoint (`mark`: only that shard's mark moved); False (nothing written)
+        once sealed."""
         with self.lock:
             if self.sealed:
                 return False
-            self.checkpoints.save(checkpoint)
+            self.checkpoints.save(checkpoint, mark)
             return True
 
     def seal(self) -> None:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..kinesis import channels as kinesis_channels
 from ..kinesis import sequence
 from ..kinesis.channel_state import CHECKPOINT_KIND as CHANNEL_CHECKPOINT
-from ..kinesis.checkpoints import Checkpoint
+from ..kinesis.checkpoints import Checkpoint, CheckpointStore
 from ..kinesis.model import Shard, Stream
 
 if TYPE_CHECKING:
@@ -70,8 +70,7 @@ def checkpoint_lag(edge: "Edge", stream: Stream, shards: list[Shard], checkpoint
 
 
 def stored_checkpoint(edge: "Edge", kind: str, name: str) -> Checkpoint | None:
-    doc = edge.store.document(kind, name)
-    return Checkpoint.from_doc(doc) if Checkpoint.is_current(doc) else None
+    return CheckpointStore(edge.store, kind, name).load()
 
 
 def _reader(kind: str, name: str, href: str | None, state: str | None, detail: str,
