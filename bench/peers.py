@@ -84,13 +84,22 @@ class Server:
     def pid(self) -> int:
         return self.proc.pid
 
+    log_mode = "wb"  # a subclass that restarts a server appends ("ab"), keeping what it said before
+
+    def command(self) -> list[str]:
+        return command(self.name, self.port, self.dir / "data")
+
+    def environment(self) -> dict[str, str] | None:
+        """The server's environment (None: this process's)."""
+        return None
+
     def start(self, timeout: float = 60.0) -> "Server":
         if self.name == "kinesalite":
             ensure_kinesalite()
-        cmd = command(self.name, self.port, self.dir / "data")
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=self.dir, start_new_session=True)
+        with open(self.log_path, self.log_mode) as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=self.dir, env=self.environment(),
+                                         start_new_session=True)
         _running.append(self)
         try:
             self._wait_ready(timeout)
