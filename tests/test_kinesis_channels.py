@@ -498,13 +498,14 @@ def test_an_object_written_again_after_a_crash_replaces_itself(tmp_path):
             svc.call("PutRecord", {"StreamName": "s", "Data": json.dumps({"n": n}).encode(), "PartitionKey": "k"},
                      cbor=True)
 
-        before = svc.store.document(CHECKPOINT_KIND, "c")
+        before = svc.store.documents(CHECKPOINT_KIND)  # the checkpoint: a header and its shards' marks
         for n in range(3):
             put(n)
         channel_delivery.ChannelWorker(svc, svc.channels, channel, delivery.put_object).step(force=True)
         [(key, first)] = written.items()
         assert first == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n'  # as put: no transformation
-        svc.store.put_document(CHECKPOINT_KIND, "c", before)  # the checkpoint of before the write: a crash
+        svc.store.delete_documents(CHECKPOINT_KIND)  # the checkpoint of before the write: a crash
+        svc.store.put_documents(CHECKPOINT_KIND, before)
         put(3)
         channel_delivery.ChannelWorker(svc, svc.channels, channel, delivery.put_object).step(force=True)
         assert list(written) == [key]  # replaced, not duplicated
