@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 from . import sequence
@@ -33,8 +34,8 @@ class Shard:
     # once at the next notify instead; guarded by `appended` (kinesis/reader.py registers them).
     listeners: set[Callable[[], None]] = field(default_factory=set, repr=False, compare=False)
 
-    @property
-    def shard_id(self) -> str:
+    @cached_property
+    def shard_id(self) -> str:  # a shard's index never changes; PutRecords names it per record
         return sequence.shard_id(self.index)
 
     @property

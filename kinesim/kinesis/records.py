@@ -194,7 +194,7 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
     for uid, shard in touched.items():
         shard.notify()
         batch = batches[uid]
-        rates[uid].add(len(batch), sum(len(row[3]) for row in batch))
+        rates[uid].add(len(batch), sum([len(row[3]) for row in batch]), now=now)
     return encryption(stream, {"FailedRecordCount": failed, "Records": results})
 
 

@@ -2,13 +2,17 @@
 
 Durability: WAL with synchronous=NORMAL. A commit is in the OS before `append` returns, so a
 process killed with SIGKILL right after a 200 loses nothing (a power cut may lose the last
-commits; `synchronous=FULL` would cover that at ~10x the cost per put).
+commits; `synchronous=FULL` would cover that at ~10x the cost per put). Checkpoints run in a
+thread of their own (`checkpoint`), not inside a put's commit.
 
 `--in-memory` runs this same code on a throwaway database in RAM-backed /dev/shm with
 synchronous=OFF, so both modes share every line of the data path.
 
 Records live in one table keyed by an integer rowid `shard_uid << 40 | record_index`: one B-tree,
-each shard a contiguous key range, a shard read is one range scan.
+each shard a contiguous key range, a shard read is one range scan. The newest records of a shard
+may instead still be in `recent` (a file of its own beside the database, attached to every
+connection), where PutRecords batches spread over many shards are appended in arrival order until
+the compactor sorts them in: see `recent` and `compact`.
 
 Space of deleted rows (expired or deleted streams' records, delivered Firehose buffers, documents)
 goes back to the OS in the background: see `space`.
@@ -16,6 +20,7 @@ goes back to the OS in the background: see `space`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -23,12 +28,16 @@ import tempfile
 import threading
 from typing import Any, Iterable
 
+from .buffers import FirehoseBuffers
+from .checkpoint import BACKSTOP_PAGES, Checkpointer
+from .compact import Compactor, compact_round
+from .ranges import MASK, SHIFT, StoredRecord, batch_end, first_at, read_range, rows_of, wal_bytes
+from .recent import RECENT_FILE, SCHEMA_NAME, STEP, WIDE_SHARDS, Recent, data_size, is_wide
 from .space import WAL_LIMIT_BYTES, Reclaimer, convert_to_incremental
+from .tails import View
 
-# (record index in shard, sequence number, partition key, data, arrival epoch seconds)
-StoredRecord = tuple[int, str, str, bytes, float]
+log = logging.getLogger("kinesim.store")
 
-_SHIFT = 40
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
     kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, name));
@@ -39,14 +48,11 @@ CREATE TABLE IF NOT EXISTS firehose_buffer (
     stream TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL, arrival REAL NOT NULL,
     PRIMARY KEY (stream, seq));
 """
+CLOSE_ROWS = 50_000  # at most this many rows in `recent` are moved into `records` by `close`
 _INSERT = "INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)"
-# Records deleted per transaction when a shard's records go: at most a PutRecords' worth (500
-# records, 5 MiB), so the write lock is held about as long as a put holds it (deleting 200 MB in
-# one statement held it for a second), and puts to every stream keep flowing.
-_DELETE_ROWS, _DELETE_BYTES = 500, 5 << 20
 
 
-class Store:
+class Store(FirehoseBuffers):
     def __init__(self, data_dir: str | None):
         """`data_dir=None` means in-memory: a temporary database removed by `close()`."""
         self._tmp = None
@@ -58,22 +64,45 @@ class Store:
         self._sync = "OFF" if self._tmp else "NORMAL"
         # auto_vacuum first: setting the journal mode writes the file's first page, after which
         # auto_vacuum changes only through a VACUUM (which is how older databases are converted).
-        self._write = self._connect("auto_vacuum=INCREMENTAL")
+        self._write = self._connect("auto_vacuum=INCREMENTAL", attach=False)
         convert_to_incremental(self._write, self.path)
         self._write.executescript(_SCHEMA)
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._space = Reclaimer(self._write, self._write_lock, self.path)
         self._space.start()
+        # `recent`'s own file: its freed pages are taken again by the next compaction round,
+        # nothing to give back (auto_vacuum off).
+        self.recent_path = os.path.join(data_dir, RECENT_FILE)
+        self._recent = Recent(lambda: self._connect("auto_vacuum=NONE", path=self.recent_path, attach=False))
+        self._attach(self._write)
+        self._checkpoints = Checkpointer(lambda: self._connect(attach=False))
+        self._recent_checkpoints = Checkpointer(lambda: self._connect(path=self.recent_path, attach=False))
+        for writer, checkpoints in ((self._write, self._checkpoints), (self._recent.conn, self._recent_checkpoints)):
+            writer.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+            checkpoints.start()
+        self._compactor = Compactor(self._recent, self._write, self._write_lock, self._checkpoints.wrote)
+        self._compactor.start()
 
-    def _connect(self, *first_pragmas: str) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+    def _connect(self, *first_pragmas: str, path: str | None = None, attach: bool = True) -> sqlite3.Connection:
+        conn = sqlite3.connect(path or self.path, check_same_thread=False, isolation_level=None, timeout=30)
         for pragma in first_pragmas:
             conn.execute(f"PRAGMA {pragma}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._sync}")
+        # This build of SQLite may default to secure_delete=ON, which overwrites every freed page
+        # with zeros: emptying a `recent` table (see `recent`) would then write it all once more.
+        # FAST zeroes deleted content only on pages written anyway.
+        conn.execute("PRAGMA secure_delete=FAST")
         conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+        if attach:
+            self._attach(conn)
         return conn
+
+    def _attach(self, conn: sqlite3.Connection) -> None:
+        """Reads of `recent` (and the compactor's moves out of it) go through the connections of
+        the main database, with `recent`'s file attached."""
+        conn.execute(f"ATTACH DATABASE ? AS {SCHEMA_NAME}", (self.recent_path,))
 
     def _reader(self) -> sqlite3.Connection:
         # One connection per thread for reads: WAL lets them run beside the writer.
@@ -95,10 +124,28 @@ class Store:
         how many pages were vacuumed."""
         return self._space.reclaim()
 
+    def compact(self) -> int:
+        """Move what `recent` holds into `records` now, without pausing for other writers (the
+        compactor does it in the background, pausing); how many records were moved."""
+        return compact_round(self._recent, self._write, self._write_lock, self._checkpoints.wrote, pause=False)
+
     def close(self) -> None:
+        self._compactor.stop()
+        if self._recent.rows <= CLOSE_ROWS:
+            try:
+                # Then the next start has nothing to index, and the database opens in versions
+                # that know only `records`. More rows would make the stop slow (~0.5 s per 100,000):
+                # the next start indexes them instead (~0.15 s per 100,000).
+                self.compact()
+                self._recent.shrink()
+            except Exception:  # the rows stay in `recent`, where the next start finds them
+                log.exception("moving records into place at close failed")
         self._space.stop()
+        self._checkpoints.stop()
+        self._recent_checkpoints.stop()
         with self._write_lock:
             self._write.close()
+        self._recent.close()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -165,98 +212,162 @@ class Store:
     def append_one(self, shard_uid: int, record: StoredRecord) -> None:
         """Commit one record (PutRecord's path): a single autocommit INSERT is its own transaction."""
         idx, seq, pk, data, arrival = record
+        if self._recent.has(shard_uid):  # then this record goes after the shard's newest, there
+            self._to_recent({shard_uid: [record]}, len(data))
+            return
         with self._write_lock:
-            self._write.execute(_INSERT, ((shard_uid << _SHIFT) | idx, seq, pk, data, arrival))
+            self._write.execute(_INSERT, ((shard_uid << SHIFT) | idx, seq, pk, data, arrival))
+            self._checkpoints.wrote(wal_bytes(1, 1, len(data)))
 
     def append_many(self, batches: dict[int, list[StoredRecord]]) -> None:
-        """Commit records to several shards in one transaction (PutRecords)."""
-        rows = []
-        for shard_uid, records in batches.items():
-            base = shard_uid << _SHIFT
-            rows.extend((base | idx, seq, pk, data, arrival) for idx, seq, pk, data, arrival in records)
+        """Commit records to several shards in one transaction (PutRecords): into `recent` when
+        the batch is wide (see `recent.is_wide`) or one of its shards has records there, else
+        into `records`. Either way one file, one transaction."""
+        size = data_size(batches) if len(batches) > WIDE_SHARDS else 0
+        if is_wide(batches, size):
+            self._compactor.wait_for_room()
+            self._to_recent(batches, size)
+            return
+        if any(self._recent.has(uid) for uid in batches):
+            self._to_recent(batches, data_size(batches))
+            return
+        rows = rows_of(batches)
         with self._write_lock:
             w = self._write
             w.execute("BEGIN")
             try:
+                # executemany, not recent.insert_rows: multi-row INSERTs into `records` wrote ~11
+                # bytes more per record at 4 shards (measured; SQLite's page splits, presumably).
                 w.executemany(_INSERT, rows)
             except BaseException:
                 w.execute("ROLLBACK")
                 raise
             w.execute("COMMIT")
+            # Rows in `records` dirty a page per shard besides the pages they fill.
+            self._checkpoints.wrote(wal_bytes(len(batches), len(rows), size or data_size(batches)))
+
+    def _to_recent(self, batches: dict[int, list[StoredRecord]], size: int) -> None:
+        recent = self._recent
+        with recent.write_lock:
+            recent.append(batches, size)
+            self._recent_checkpoints.wrote(wal_bytes(1, sum(len(rows) for rows in batches.values()), size))
+        self._compactor.appended()
+
+    def _snapshot(self, shard_uid: int, from_idx: int = 0) -> tuple[sqlite3.Connection, View | None]:
+        """This thread's reading connection and what `recent` holds of the shard from `from_idx`
+        on (None: nothing). With a View, a read transaction is open on the connection, whose
+        snapshot agrees with the View (same compaction step), and the caller commits it."""
+        conn = self._reader()
+        while True:
+            view = self._recent.view(shard_uid, from_idx)
+            if view is None:
+                # Nothing of the shard is in `recent`: whatever a compaction moves meanwhile only
+                # adds newer records to the end of its range in `records`.
+                return conn, None
+            conn.execute("BEGIN")
+            current = False
+            try:
+                current = conn.execute(STEP).fetchone()[0] == view.step
+            finally:
+                if not current:
+                    conn.execute("COMMIT")
+            if current:
+                return conn, view
+            with self._recent.write_lock:  # held from a step's bump until `recent` shows the step
+                pass
 
     def read(self, shard_uid: int, from_idx: int, limit: int, min_arrival: float = 0.0) -> list[StoredRecord]:
         """Up to `limit` records of a shard from index `from_idx` on, skipping expired ones."""
-        base = shard_uid << _SHIFT
-        rows = self._reader().execute(
-            "SELECT key, seq, pk, data, arrival FROM records WHERE key >= ? AND key < ? AND arrival >= ?"
-            " ORDER BY key LIMIT ?",
-            (base | from_idx, base + (1 << _SHIFT), min_arrival, limit)).fetchall()
-        mask = (1 << _SHIFT) - 1
-        return [(key & mask, seq, pk, data, arrival) for key, seq, pk, data, arrival in rows]
+        base = shard_uid << SHIFT
+        conn, view = self._snapshot(shard_uid, from_idx)
+        if view is None:
+            return read_range(conn, base | from_idx, base + (1 << SHIFT), limit, min_arrival)
+        try:
+            out = []
+            if from_idx < view.first:
+                out = read_range(conn, base | from_idx, base | view.first, limit, min_arrival)
+            gkeys, at = view.gkeys(), 0
+            # Expired rows are the shard's oldest: a chunk may be short of them, the next one not.
+            while len(out) < limit and at < len(gkeys):
+                chunk = gkeys[at:at + limit - len(out)]
+                at += len(chunk)
+                out.extend((key & MASK, seq, pk, data, arrival)
+                           for _, key, seq, pk, data, arrival in Recent.fetch(conn, view, chunk) if arrival >= min_arrival)
+            return out
+        finally:
+            conn.execute("COMMIT")
 
     def last_index(self, shard_uid: int) -> int | None:
-        base = shard_uid << _SHIFT
+        last = self._recent.last_index(shard_uid)
+        if last is not None:
+            return last
+        base = shard_uid << SHIFT
         row = self._reader().execute(
-            "SELECT max(key) FROM records WHERE key >= ? AND key < ?", (base, base + (1 << _SHIFT))).fetchone()
-        return None if row[0] is None else row[0] & ((1 << _SHIFT) - 1)
+            "SELECT max(key) FROM records WHERE key >= ? AND key < ?", (base, base + (1 << SHIFT))).fetchone()
+        return None if row[0] is None else row[0] & ((1 << SHIFT) - 1)
 
     def shard_uids_with_records(self) -> list[int]:
         """The uids of the shards that have records, ascending: one key lookup per shard (each
         shard's keys are one range), not a scan of the records."""
-        conn, uids, start = self._reader(), [], 0
+        conn, uids, start = self._reader(), set(self._recent.uids()), 0
         while (key := conn.execute("SELECT min(key) FROM records WHERE key >= ?", (start,)).fetchone()[0]) is not None:
-            uids.append(key >> _SHIFT)
-            start = (uids[-1] + 1) << _SHIFT
-        return uids
+            uids.add(key >> SHIFT)
+            start = ((key >> SHIFT) + 1) << SHIFT
+        return sorted(uids)
 
     def first_index_at(self, shard_uid: int, timestamp: float) -> int | None:
         """Index of the first record that arrived at or after `timestamp`, if any.
 
         A binary search over the shard's keys, a few point reads instead of a scan: arrival times
         never decrease within a shard (records are stamped while the stream's put lock is held)."""
-        base, end = shard_uid << _SHIFT, (shard_uid + 1) << _SHIFT
-        conn = self._reader()
-        lo, hi = conn.execute("SELECT min(key), max(key) FROM records WHERE key >= ? AND key < ?",
-                              (base, end)).fetchone()
-        if lo is None or conn.execute("SELECT arrival FROM records WHERE key = ?", (hi,)).fetchone()[0] < timestamp:
-            return None
-        # The smallest x in [lo, hi] whose next stored record (key >= x; retention may have left
-        # gaps) arrived at or after `timestamp`: a monotone predicate, true at hi.
-        def next_record(x: int) -> tuple[int, float]:
-            return conn.execute("SELECT key, arrival FROM records WHERE key >= ? ORDER BY key LIMIT 1",
-                                (x,)).fetchone()
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if next_record(mid)[1] >= timestamp:
-                hi = mid
-            else:
-                lo = mid + 1
-        return next_record(lo)[0] & ((1 << _SHIFT) - 1)
+        base = shard_uid << SHIFT
+        conn, view = self._snapshot(shard_uid)
+        try:
+            found = first_at(conn, base, (base + (1 << SHIFT)) if view is None else base | view.first, timestamp)
+            if found is None and view is not None:
+                found = Recent.first_at(conn, view, timestamp)
+            return found
+        finally:
+            if view is not None:
+                conn.execute("COMMIT")
 
     def delete_records(self, shard_uids: Iterable[int], before_arrival: float | None = None) -> int:
         """Delete shards' records (all, or those that arrived before a time), in transactions of a
         bounded size; their space goes back to the OS in the background."""
         deleted = 0
         for uid in shard_uids:
-            base = uid << _SHIFT
-            end = base + (1 << _SHIFT)
-            if before_arrival is not None:
+            base = uid << SHIFT
+            end = base + (1 << SHIFT)
+            kept = None
+            if before_arrival is None:
+                # `recent` first: once the shard has nothing there, compaction adds nothing to
+                # `records` behind the deletion below.
+                deleted += self._delete_recent(uid, None)
+            else:
                 # Expired records are the front of the shard (arrival times never decrease within
                 # it): stop at the first record still kept instead of reading every record's
                 # arrival. The `arrival <` test below still guards each row.
-                kept = self.first_index_at(uid, before_arrival)
+                kept = first_at(self._reader(), base, end, before_arrival)
                 if kept is not None:
                     end = base | kept
             deleted += self._delete_range(base, end, before_arrival)
+            if before_arrival is not None and kept is None:  # all of `records` expired: `recent` may have too
+                deleted += self._delete_recent(uid, before_arrival)
         if deleted:
             self._space.freed()
         return deleted
+
+    def _delete_recent(self, uid: int, before_arrival: float | None) -> int:
+        # Both locks: no compaction step is copying the shard's rows while they are deleted
+        # (it holds the main database's), and the next one sees them gone (`recent.deletions`).
+        with self._write_lock, self._recent.write_lock:
+            return self._recent.delete(uid, before_arrival)
 
     def _delete_range(self, start: int, end: int, before_arrival: float | None) -> int:
         deleted = 0
         conn = self._reader()
         while True:
-            stop = self._batch_end(conn, start, end)
+            stop = batch_end(conn, start, end)
             if stop is None:
                 return deleted
             with self._write_lock:
@@ -267,64 +378,3 @@ class Store:
                                               (start, stop, before_arrival))
             deleted += cur.rowcount
             start = stop
-
-    @staticmethod
-    def _batch_end(conn: sqlite3.Connection, start: int, end: int) -> int | None:
-        """The key that ends the next batch of records from `start` on (None: none are left).
-        length() of a blob reads no overflow pages: the size of a batch costs only its keys."""
-        rows = conn.execute("SELECT key, length(data) FROM records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
-                            (start, end, _DELETE_ROWS)).fetchall()
-        if not rows:
-            return None
-        size = 0
-        for i, (key, length) in enumerate(rows):
-            size += length
-            if size > _DELETE_BYTES and i:
-                return key
-        return rows[-1][0] + 1
-
-    # Firehose buffers: records a delivery stream acknowledged (PutRecord/PutRecordBatch) and has
-    # not yet delivered, in arrival order. Rows leave only after the object holding them is written.
-
-    def firehose_buffer_append(self, stream: str, rows: list[tuple[int, bytes, float]]) -> None:
-        """Commit (seq, data, arrival) rows of one delivery stream in one transaction."""
-        with self._write_lock:
-            w = self._write
-            w.execute("BEGIN")
-            try:
-                w.executemany("INSERT INTO firehose_buffer (stream, seq, data, arrival) VALUES (?, ?, ?, ?)",
-                              [(stream, seq, data, arrival) for seq, data, arrival in rows])
-            except BaseException:
-                w.execute("ROLLBACK")
-                raise
-            w.execute("COMMIT")
-
-    def firehose_buffer_read(self, stream: str, after_seq: int, limit: int) -> list[tuple[int, bytes, float]]:
-        """Up to `limit` buffered (seq, data, arrival) rows with seq > `after_seq`, oldest first."""
-        return self._reader().execute(
-            "SELECT seq, data, arrival FROM firehose_buffer WHERE stream=? AND seq>? ORDER BY seq LIMIT ?",
-            (stream, after_seq, limit)).fetchall()
-
-    def firehose_buffer_stats(self, stream: str) -> tuple[int, int, int | None, float | None]:
-        """(record count, total bytes, highest seq, oldest arrival) of a delivery stream's buffer."""
-        count, size, top = self._reader().execute(
-            "SELECT count(*), coalesce(sum(length(data)), 0), max(seq) FROM firehose_buffer WHERE stream=?",
-            (stream,)).fetchone()
-        row = self._reader().execute(
-            "SELECT arrival FROM firehose_buffer WHERE stream=? ORDER BY seq LIMIT 1", (stream,)).fetchone()
-        return count, size, top, row[0] if row else None
-
-    def firehose_buffer_clear(self) -> None:
-        """Remove every delivery stream's rows (a reset of Firehose)."""
-        with self._write_lock:
-            self._write.execute("DELETE FROM firehose_buffer")
-        self._space.freed()
-
-    def firehose_buffer_delete(self, stream: str, through_seq: int | None = None) -> None:
-        """Remove a delivery stream's rows up to and including `through_seq` (all when None)."""
-        with self._write_lock:
-            if through_seq is None:
-                self._write.execute("DELETE FROM firehose_buffer WHERE stream=?", (stream,))
-            else:
-                self._write.execute("DELETE FROM firehose_buffer WHERE stream=? AND seq<=?", (stream, through_seq))
-        self._space.freed()
