@@ -17,26 +17,30 @@ class Series:
 
     __slots__ = ("fields", "span", "_buckets", "_lock")
 
-    def __init__(self, fields: tuple[str, ...], span: int = SPAN_S):
+    def __init__(self, fields: tuple[str, ...], span: int = SPAN_S, lock: threading.Lock | None = None):
         self.fields = fields
         self.span = span
         self._buckets: deque[list[Any]] = deque()  # [second, sum of field 0, sum of field 1, ...]
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()  # a SeriesMap's series share one (`SeriesMap.add_many`)
 
     def add(self, *values: float, now: float | None = None) -> None:
         """Add `values` (one per field, in order; missing ones are 0) to the current second."""
         second = int(time.time() if now is None else now)
         with self._lock:
-            buckets = self._buckets
-            bucket = buckets[-1] if buckets else None
-            if bucket is None or bucket[0] != second:
-                bucket = [second] + [0] * len(self.fields)
-                buckets.append(bucket)
-                oldest = second - self.span
-                while buckets[0][0] <= oldest:
-                    buckets.popleft()
-            for i, value in enumerate(values, 1):
-                bucket[i] += value
+            self.add_locked(second, values)
+
+    def add_locked(self, second: int, values: tuple[float, ...]) -> None:
+        """`add`, by a caller that holds the series' lock."""
+        buckets = self._buckets
+        bucket = buckets[-1] if buckets else None
+        if bucket is None or bucket[0] != second:
+            bucket = [second] + [0] * len(self.fields)
+            buckets.append(bucket)
+            oldest = second - self.span
+            while buckets[0][0] <= oldest:
+                buckets.popleft()
+        for i, value in enumerate(values, 1):
+            bucket[i] += value
 
     def points(self, seconds: int = 300, now: float | None = None) -> dict[str, list[float]]:
         """The last `seconds` seconds up to now, one point per second (0 where nothing was
@@ -82,13 +86,24 @@ class SeriesMap:
         self.span = span
         self._series: dict[Any, Series] = {}
         self._lock = threading.Lock()
+        # Every series of the map counts under this one lock: a PutRecords spread over 500 shards
+        # adds to 500 series, and a lock each cost ~4 µs per record at 1,024 shards (measured).
+        self._counting = threading.Lock()
 
     def __getitem__(self, key: Any) -> Series:
         series = self._series.get(key)
         if series is None:
             with self._lock:
-                series = self._series.setdefault(key, Series(self.fields, self.span))
+                series = self._series.setdefault(key, Series(self.fields, self.span, self._counting))
         return series
+
+    def add_many(self, counts: dict[Any, tuple[float, ...]], now: float | None = None) -> None:
+        """`add` to several keys' series at once, under one lock."""
+        second = int(time.time() if now is None else now)
+        series = [self[key] for key in counts]
+        with self._counting:
+            for one, values in zip(series, counts.values()):
+                one.add_locked(second, values)
 
     def get(self, key: Any) -> Series | None:
         return self._series.get(key)

@@ -55,3 +55,22 @@ def test_series_map_makes_one_series_per_key_and_forgets():
     assert counters.get("b") is None
     counters.discard("a")
     assert counters.get("a") is None
+
+
+def test_add_many_counts_each_key_beside_single_adds_from_other_threads():
+    counters = SeriesMap(("records", "bytes"))
+
+    def single():
+        for _ in range(5_000):
+            counters["a"].add(1, 10, now=7000.5)
+
+    threads = [threading.Thread(target=single) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for _ in range(5_000):
+        counters.add_many({"a": (1, 10), "b": (2, 20)}, now=7000.5)
+    for t in threads:
+        t.join()
+    assert counters["a"].total(10, now=7000.9) == {"records": 15_000, "bytes": 150_000}
+    assert counters["b"].total(10, now=7000.9) == {"records": 10_000, "bytes": 100_000}
+    assert counters["b"].points(2, now=7001.2)["records"] == [10_000, 0]

@@ -190,11 +190,10 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         svc.store.append_many(batches)
         for uid, index in next_index.items():
             touched[uid].next_index = index
-    rates = svc.write_rates
-    for uid, shard in touched.items():
+    for shard in touched.values():
         shard.notify()
-        batch = batches[uid]
-        rates[uid].add(len(batch), sum([len(row[3]) for row in batch]), now=now)
+    svc.write_rates.add_many({uid: (len(batch), sum([len(row[3]) for row in batch]))
+                              for uid, batch in batches.items()}, now)
     return encryption(stream, {"FailedRecordCount": failed, "Records": results})
 
 
