@@ -73,6 +73,28 @@ def test_second_query_reuses_the_warm_server_and_sees_new_deliveries(tmp_path_fa
         print(f"cold {cold:.1f} s, warm {warm:.1f} s")
         assert warm < cold
 
+        # The next command goes on in the same Spark Connect session (kept: sessions.py), its
+        # settings and views as a new session's: a temp view or a --conf of a command is gone.
+        slot = os.path.join(directory, "sessions", "slot-0.json")
+        with open(slot) as f:
+            kept = json.load(f)
+        assert kept["clean"] and kept["views"] == ["warm"]
+        _, view = _sql(server.url, "CREATE TEMP VIEW mine AS SELECT 1 AS a; SELECT a FROM mine")
+        assert view.returncode == 0 and json.loads(view.stdout) == {"a": 1}, view.stderr
+        assert not os.path.exists(slot)   # a statement that changed the session: released
+        _, gone = _sql(server.url, "SELECT a FROM mine")
+        assert gone.returncode == 1 and "TABLE_OR_VIEW_NOT_FOUND" in gone.stderr
+        _, conf = _sql(server.url, "SELECT 1 AS one", "--conf", "spark.sql.shuffle.partitions=7")
+        assert conf.returncode == 0, conf.stderr
+        with open(slot) as f:
+            reused = json.load(f)["id"]
+        _, shown = _sql(server.url, "SHOW TABLES")
+        assert shown.returncode == 0 and '"tableName": "warm"' in shown.stdout, shown.stdout
+        with open(slot) as f:
+            assert json.load(f)["id"] == reused
+        _, setting = _sql(server.url, "SET spark.sql.shuffle.partitions")
+        assert json.loads(setting.stdout)["value"] != "7", setting.stdout
+
         # A typo: Spark's message in one line, exit 1; --verbose adds the plan and the stack trace.
         for typo, condition in (("SELECT nope FROM warm", "UNRESOLVED_COLUMN.WITH_SUGGESTION"),
                                 ("SELEC n FROM warm", "PARSE_SYNTAX_ERROR")):

@@ -90,6 +90,7 @@ def connect(endpoint_url: str | None = None, *, tables: dict[str, str] | None = 
     log = logging.getLogger("kinesim.analytics")
     sources, catalog = plan_tables(endpoint_url, tables=tables, streams=streams)  # fails fast, before Spark starts
     from .remote import local_spark_running, remote_session, scratch_root
+    warm = None
     if (master or local_spark_running()) and not remote:
         from .session import spark_session as make
         spark = make(master or "local[*]", app_name, **conf)
@@ -101,9 +102,12 @@ def connect(endpoint_url: str | None = None, *, tables: dict[str, str] | None = 
         address = remote or ensure(endpoint, catalog.s3_root or scratch_root(), memory, log.warning)
         spark = remote_session(address, {k: str(v) for k, v in conf.items()})
         register(spark)
-    from .connect_server import schema_cache
+        if not remote and catalog.s3_root:   # tables kept in the warm Spark's memory (table_cache)
+            from .state import warm_tables
+            warm = warm_tables(catalog.s3_root, {k: str(v) for k, v in conf.items()})
+    from .state import schema_cache
     schemas = schema_cache(catalog.s3_root, {k: str(v) for k, v in conf.items()}) if catalog.s3_root else None
-    register_sources(spark, sources, catalog, cache_dir, schemas=schemas)
+    register_sources(spark, sources, catalog, cache_dir, schemas=schemas, warm=warm)
     for note in catalog.notes:
         log.warning("%s", note)
     return spark

@@ -7,12 +7,24 @@ The Spark server (PySpark's own ``SparkConnectServer`` class, run with ``spark-s
 child of a small supervisor process (``python -m kinesim.analytics.connect_server ENDPOINT``)
 that outlives the `kinesim sql` which started it and stops Spark when the kinesim server stops
 answering its health check: Spark is "stopped with the server" whoever started it
-(`kinesim serve --spark` starts the same supervisor at once). Once Spark listens, the supervisor
-runs its first queries (`warmup`: a new JVM's first queries cost several times later ones) and
-only then records it as ready, so the user's first query finds a warmed-up Spark. Its state lives
-next to the server's buckets (``<data dir>/spark-connect/``): ``server.json`` (pid, port) once
-Spark is ready, the warehouse and Derby metastore directories, JSON tables' kept schemas
-(``schemas/``, `json_schemas`), and Spark's log (``spark.log``).
+(`kinesim serve --spark` starts the same supervisor at once). Its JVM maps a class-data-sharing
+archive of Spark's classes and its Python workers import PySpark's compiled modules (`spark_jvm`),
+and its SQL settings suit a small machine (`settings`).
+
+Warming up (`warmup`: a new JVM's first queries cost several times later ones) happens before
+Spark is recorded ready only when nobody waits for it (`kinesim serve --spark`), so that the first
+`kinesim sql` finds a warmed-up Spark. A `kinesim sql` that started Spark itself (``--quick``) is
+not kept waiting for it: its own query warms the JVM up as much, and the warm-up would have
+doubled the wait (measured: 39 s of warm-up on a busy machine before a 3 s query). Once Spark is
+recorded ready and its JVM has idled for `IDLE_S` (no query of anyone's to slow down), the
+supervisor runs a continuous query's first micro-batches (`warmup_stream`), so that the first
+`kinesim sql --continuous` does not pay the JVM's first streaming query; ``server.json`` says how
+far that is (``warm_up``: pending, running, done).
+
+Its state lives next to the server's buckets (``<data dir>/spark-connect/``): ``server.json``
+(pid, port) once Spark is ready, the warehouse and Derby metastore directories, JSON tables' kept
+schemas (``schemas/``, `json_schemas`), the tables kept in Spark's memory (``warm/``,
+`table_cache`), and Spark's log (``spark.log``).
 """
 from __future__ import annotations
 
@@ -30,26 +42,36 @@ import time
 import urllib.request
 from typing import Callable
 
-STATE_DIR_NAME = "spark-connect"  # beside the buckets and the database
+# Where the state is (also imported from here by callers).
+from .state import STATE_DIR_NAME, state_dir
+
 STATE_FILE = "server.json"
 SUPERVISOR_LOCK = "supervisor.lock"
+RECORDING = "cds-recording"   # present while Spark's JVM records its class archive (spark_jvm)
 START_TIMEOUT_S = 180.0
 # Health checks the kinesim server may miss in a row (a busy machine) before Spark is stopped.
 MISSES_BEFORE_STOP = 5
 CHECK_EVERY_S = 2.0
 # The warm-up takes ~5-15 s on a quiet 2-core machine; past this Spark is recorded ready anyway.
 WARM_UP_TIMEOUT_S = 120.0
+# The streaming warm-up waits for Spark's JVM to use less than IDLE_CPU of a core for IDLE_S (a
+# command keeps it busier than that; between two commands of a script it idles ~1-2 s).
+IDLE_S, IDLE_CPU = 5.0, 0.1
+# What the first `kinesim sql` waits for when it starts Spark, as measured on the 2-core VM
+# (bench/sql_waits.py; bench/README.md): the command's progress line says it.
+FIRST_QUERY_WAIT = "~10-15 s on a quiet 2-core machine, ~15-25 s with one core busy, more under heavier load"
 
 
-def state_dir(s3_root: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(s3_root)), STATE_DIR_NAME)
+def shuffle_partitions() -> int:
+    """Spark's default of 200 shuffle partitions is for clusters: here each GROUP BY scheduled 200
+    tasks on 2 cores (adaptive execution coalesces them after the map stage, not before it).
+    Measured over 1M cached rows: 0.43 s with 4, 0.5-0.65 s with 200. Two per core, at least 4."""
+    return max(4, 2 * (os.cpu_count() or 2))
 
 
-def schema_cache(s3_root: str, conf: dict[str, str] | None = None):
-    """JSON tables' schemas (`json_schemas.SchemaCache`), kept with the warm Spark's state; `conf`,
-    the session's Spark settings, may change what Spark infers."""
-    from .json_schemas import SchemaCache
-    return SchemaCache(os.path.join(state_dir(s3_root), "schemas"), json.dumps(sorted((conf or {}).items())))
+def settings() -> dict[str, str]:
+    """The warm server's Spark SQL settings (a session's --conf overrides them)."""
+    return {"spark.sql.shuffle.partitions": str(shuffle_partitions())}
 
 
 def _free_port() -> int:
@@ -88,6 +110,16 @@ def running(directory: str) -> str | None:
     return None
 
 
+def recorded_pid(directory: str) -> int:
+    """The pid of the Spark recorded ready in `directory` (0 if none): which Spark a kept session
+    belongs to (sessions)."""
+    try:
+        with open(os.path.join(directory, STATE_FILE)) as f:
+            return int(json.load(f).get("pid", 0))
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
 def _healthy(endpoint_url: str) -> bool:
     try:
         with urllib.request.urlopen(endpoint_url.rstrip("/") + "/_kinesim/health", timeout=5) as resp:
@@ -111,14 +143,16 @@ def ensure(endpoint_url: str, s3_root: str, memory: str | None = None,
         if address:
             return address
         if say:
-            say("Spark is starting (first query takes ~20-40 s, over a minute on a busy machine; "
-                "later ones reuse it)...")
+            say(f"Spark is starting ({FIRST_QUERY_WAIT}; later queries reuse it)...")
         # A supervisor may be starting Spark already (`kinesim serve --spark`): wait for it.
-        supervisor = None if _supervised(directory) else spawn(endpoint_url, memory)
-        deadline = time.monotonic() + START_TIMEOUT_S
+        supervisor = None if _supervised(directory) else spawn(endpoint_url, memory, quick=True)
+        started = time.monotonic()
+        deadline = started + START_TIMEOUT_S
         while time.monotonic() < deadline:
             address = running(directory)
             if address:
+                if say:
+                    say(f"Spark ready after {time.monotonic() - started:.0f} s")
                 return address
             # Ours may have lost the race to another supervisor: then that one is waited for.
             if (supervisor is None or supervisor.poll() is not None) and not _supervised(directory):
@@ -137,20 +171,24 @@ def _supervised(directory: str) -> bool:
         return True
 
 
-def spawn(endpoint_url: str, memory: str | None = None) -> subprocess.Popen:
+def spawn(endpoint_url: str, memory: str | None = None, quick: bool = False) -> subprocess.Popen:
     """Start the supervisor, detached from our terminal and process group (Ctrl-C on `kinesim sql`
-    must not stop the warm Spark)."""
+    must not stop the warm Spark). `quick`: a command waits for Spark; no warm-up before it is ready."""
     command = [sys.executable, "-m", "kinesim.analytics.connect_server", endpoint_url]
     if memory:
         command += ["--memory", memory]
+    if quick:
+        command.append("--quick")
     return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def _spark_command(directory: str, port: int, memory: str | None) -> list[str]:
+def _spark_command(directory: str, port: int, memory: str | None, jvm_options: list[str] = (),
+                   home: str | None = None) -> list[str]:
+    """spark-submit of PySpark's SparkConnectServer, from Spark home `home` (`spark_jvm.spark_home`)."""
     import pyspark
     from .session import _log4j2_file
-    home = os.path.dirname(pyspark.__file__)
+    home = home or os.path.dirname(pyspark.__file__)
     warehouse = os.path.join(directory, "warehouse")
     derby = os.path.join(directory, "derby")
     conf = {
@@ -164,8 +202,10 @@ def _spark_command(directory: str, port: int, memory: str | None) -> list[str]:
         # Continuous queries live in a session no client may touch for days; Spark's default drops
         # an idle session (and stops its streaming queries) after 60 minutes.
         "spark.connect.session.manager.defaultSessionTimeout": "3650d",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={derby} "
-                                         f"-Dlog4j2.configurationFile=file:{_log4j2_file('warn')}",
+        "spark.driver.extraJavaOptions": " ".join([f"-Dderby.system.home={derby}",
+                                                   f"-Dlog4j2.configurationFile=file:{_log4j2_file('warn')}",
+                                                   *jvm_options]),
+        **settings(),
     }
     command = [os.path.join(home, "bin", "spark-submit"), "--master", "local[*]", "--name", "kinesim-spark-connect",
                "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
@@ -176,9 +216,11 @@ def _spark_command(directory: str, port: int, memory: str | None) -> list[str]:
     return command + ["spark-internal"]
 
 
-def supervise(endpoint_url: str, memory: str | None) -> int:
-    """Run Spark until the kinesim server at `endpoint_url` stops answering (or we are signalled)."""
+def supervise(endpoint_url: str, memory: str | None, quick: bool = False) -> int:
+    """Run Spark until the kinesim server at `endpoint_url` stops answering (or we are signalled).
+    `quick`: a command waits for Spark, which is recorded ready as soon as it listens."""
     from .session import check_java
+    from .spark_jvm import RECORDING_STOP_S, archive_options, discard_archive, jvm_command, keep_archive, spark_home
     from .tables import server_info
     deadline = time.monotonic() + 60
     while True:  # `kinesim serve --spark` starts us before it listens
@@ -205,63 +247,142 @@ def supervise(endpoint_url: str, memory: str | None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    check_java()
-    port = _free_port()
+    home = spark_home()
+    jvm_options, recording = archive_options(check_java(), home)
+    if recording:   # for stop_supervisor: Spark's stop will take longer
+        with open(os.path.join(directory, RECORDING), "w") as f:
+            f.write(recording)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable)
-    with open(os.path.join(directory, "spark.log"), "ab") as log:
-        # Its own process group: Spark's Python workers (a streaming source's runner) are in it,
-        # and are stopped with it (they outlived the JVM by up to a minute otherwise).
-        spark = subprocess.Popen(_spark_command(directory, port, memory), cwd=directory, env=env,
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+               PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_HOME=home)
+    port = _free_port()
+    spark = _start_spark(directory, port, memory, jvm_options, env)
     state_path = os.path.join(directory, STATE_FILE)
-    recorded, misses = False, 0
+    listening = recorded = streaming = False
+    misses, warm_until = 0, 0.0
+    command: list[str] | None = None     # Spark's JVM command line, to check the archive it records
     warming: subprocess.Popen | None = None
-    warm_until = 0.0
     try:
-        while not stop.is_set() and spark.poll() is None:
-            if not recorded and warming is None and _listening(port):
-                # Its first queries before anyone's (see warmup): a `kinesim sql` meanwhile waits for them.
-                warming = _warm_up(port, directory, endpoint_url, env)
-                warm_until = time.monotonic() + WARM_UP_TIMEOUT_S
-            if not recorded and warming is not None and (warming.poll() is not None
-                                                         or time.monotonic() > warm_until):
-                stop_process(warming)
-                tmp = f"{state_path}.{os.getpid()}"
-                with open(tmp, "w") as f:
-                    json.dump({"pid": spark.pid, "port": port, "supervisor": os.getpid()}, f)
-                os.replace(tmp, state_path)
-                recorded = True
+        while not stop.is_set():
+            if spark.poll() is not None:
+                if listening or not discard_archive(jvm_options):
+                    break
+                # It died mapping the class archive (a damaged file): once more, without one.
+                _log(directory, "Spark exited at start with its class archive; starting it without")
+                jvm_options, recording, port = [], None, _free_port()
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(directory, RECORDING))
+                spark = _start_spark(directory, port, memory, jvm_options, env)
+                continue
+            if not listening and _listening(port):
+                listening, command = True, jvm_command(spark.pid)
+                if not quick:
+                    # Its first queries before anyone's (see warmup): a `kinesim sql` meanwhile waits for them.
+                    warming = _warm_up(port, directory, endpoint_url, env)
+                    warm_until = time.monotonic() + WARM_UP_TIMEOUT_S
+            if listening and not recorded and (warming is None or warming.poll() is not None
+                                               or time.monotonic() > warm_until):
+                if warming is not None:
+                    stop_process(warming)
+                    warming = None
+                _record(state_path, spark.pid, port, "pending")
+                recorded, idle = True, IdleWatch(spark.pid)
                 threading.Thread(target=_resume_queries, args=(port, directory),
                                  daemon=True).start()
+            elif recorded and not streaming and warming is None and idle.idle_for(IDLE_S, IDLE_CPU):
+                warming, streaming = _warm_up(port, directory, endpoint_url, env, "streaming"), True
+                _record(state_path, spark.pid, port, "running")
+            elif recorded and streaming and warming is not None and warming.poll() is not None:
+                warming = None
+                _record(state_path, spark.pid, port, "done")
             misses = 0 if _healthy(endpoint_url) else misses + 1
             if misses >= MISSES_BEFORE_STOP:
                 break
-            stop.wait(0.25 if not recorded else CHECK_EVERY_S)
+            stop.wait(0.25 if not recorded else 0.5 if not streaming else CHECK_EVERY_S)
     finally:
         with contextlib.suppress(OSError):
             if recorded:
                 os.unlink(state_path)
         if warming is not None:
             stop_process(warming)
-        stop_process(spark, group=True)
+        # Recording, the JVM writes the class archive on its way out: give it the time to.
+        stop_process(spark, group=True, timeout=RECORDING_STOP_S if recording else 10)
+        if recording:
+            kept = keep_archive(recording, command, spark.returncode)
+            _log(directory, f"Spark's class archive {'kept' if kept else 'not usable, deleted'}")
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, RECORDING))
     return 0
 
 
-def _warm_up(port: int, directory: str, endpoint_url: str, env: dict[str, str]) -> subprocess.Popen:
-    """Start the warm-up (`warmup`: first queries, then the server's tables' schemas), its output
-    to spark.log."""
+def _start_spark(directory: str, port: int, memory: str | None, jvm_options: list[str],
+                 env: dict[str, str]) -> subprocess.Popen:
+    with open(os.path.join(directory, "spark.log"), "ab") as log:
+        # Its own process group: Spark's Python workers (a streaming source's runner) are in it,
+        # and are stopped with it (they outlived the JVM by up to a minute otherwise).
+        return subprocess.Popen(_spark_command(directory, port, memory, jvm_options, env.get("SPARK_HOME")),
+                                cwd=directory, env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+
+
+def _log(directory: str, text: str) -> None:
+    with contextlib.suppress(OSError), open(os.path.join(directory, "spark.log"), "a") as f:
+        f.write(f"{time.strftime('%H:%M:%S')} kinesim: {text}\n")
+
+
+def _record(state_path: str, pid: int, port: int, warm_up: str) -> None:
+    """Record Spark as ready (`running` reads it), with how far the streaming warm-up is: pending,
+    running or done (bench/sql_waits.py waits for done to time a warm Spark)."""
+    tmp = f"{state_path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump({"pid": pid, "port": port, "supervisor": os.getpid(), "warm_up": warm_up}, f)
+    os.replace(tmp, state_path)
+
+
+class IdleWatch:
+    """Whether a process (Spark's JVM) has used under a share of a core for a while, from its CPU
+    time in /proc (elsewhere: always idle)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.since, self.cpu = time.monotonic(), self._cpu()
+
+    def _cpu(self) -> float | None:
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def idle_for(self, seconds: float, share: float) -> bool:
+        now, cpu = time.monotonic(), self._cpu()
+        if cpu is None or self.cpu is None:
+            return True
+        if cpu - self.cpu > share * (now - self.since):   # busy: start the window again
+            self.since, self.cpu = now, cpu
+            return False
+        return now - self.since >= seconds
+
+
+def _warm_up(port: int, directory: str, endpoint_url: str, env: dict[str, str],
+             stage: str = "batch") -> subprocess.Popen:
+    """Start the warm-up (`warmup`: the batch one, or with `stage` "streaming" a continuous
+    query's first micro-batches), its output to spark.log."""
     with open(os.path.join(directory, "spark.log"), "ab") as log:
         return subprocess.Popen([sys.executable, "-m", "kinesim.analytics.warmup", f"sc://127.0.0.1:{port}", directory,
-                                 endpoint_url],
+                                 endpoint_url, stage],
                                 cwd=directory, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
 
 def stop_supervisor(data_root: str, timeout: float = 20.0) -> None:
     """Stop the warm Spark kept for the server whose data is in `data_root` (the directory of its
-    database and buckets), if one runs, and wait (up to `timeout`) for it and its Spark to be
-    gone: SIGTERM, then SIGKILL for the supervisor and Spark's process group."""
+    database and buckets), if one runs, and wait (up to `timeout`; longer while its JVM records
+    its class archive, once per installation) for it and its Spark to be gone: SIGTERM, then
+    SIGKILL for the supervisor and Spark's process group."""
     directory = os.path.join(os.path.abspath(data_root), STATE_DIR_NAME)
+    if os.path.exists(os.path.join(directory, RECORDING)):
+        from .spark_jvm import RECORDING_STOP_S
+        timeout = max(timeout, RECORDING_STOP_S + 10)
     try:
         held = open(os.path.join(directory, SUPERVISOR_LOCK), "r")
     except OSError:
@@ -279,7 +400,7 @@ def stop_supervisor(data_root: str, timeout: float = 20.0) -> None:
             if _lock_free(held):
                 return
             time.sleep(0.1)
-        spark = _recorded_spark(directory)
+        spark = recorded_pid(directory)
         for target in (pid, -spark if spark else 0):
             if target:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -302,35 +423,23 @@ def _int(text: str) -> int:
         return 0
 
 
-def _recorded_spark(directory: str) -> int:
-    try:
-        with open(os.path.join(directory, STATE_FILE)) as f:
-            return int(json.load(f).get("pid", 0))
-    except (OSError, ValueError, AttributeError):
-        return 0
-
-
 def _resume_queries(port: int, directory: str) -> None:
     """Continuous queries that were running when Spark last stopped go on from their checkpoints
     (what happened is written to spark.log)."""
     from .continuous import queries_dir, resume_all
-
-    def log(text: str) -> None:
-        with open(os.path.join(directory, "spark.log"), "a") as f:
-            f.write(f"{time.strftime('%H:%M:%S')} kinesim: {text}\n")
     try:
-        resume_all(f"sc://127.0.0.1:{port}", queries_dir(directory), log=log)
+        resume_all(f"sc://127.0.0.1:{port}", queries_dir(directory), log=lambda text: _log(directory, text))
     except Exception as error:  # noqa: BLE001 - Spark stays up for `kinesim sql` whatever happens here
-        log(f"could not resume continuous queries: {error}")
+        _log(directory, f"could not resume continuous queries: {error}")
 
 
-def stop_process(process: subprocess.Popen, group: bool = False) -> None:
-    """SIGTERM, then SIGKILL after 10 s; with `group`, whatever is left of the process's group
+def stop_process(process: subprocess.Popen, group: bool = False, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `timeout` s; with `group`, whatever is left of the process's group
     (it was started in a session of its own) is killed too."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(10)
+            process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -343,8 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kinesim.analytics.connect_server", allow_abbrev=False)
     parser.add_argument("endpoint_url")
     parser.add_argument("--memory", help="the Spark driver's memory, e.g. 4g")
+    parser.add_argument("--quick", action="store_true", help="record Spark ready once it listens (a command waits)")
     args = parser.parse_args(argv)
-    return supervise(args.endpoint_url, args.memory)
+    return supervise(args.endpoint_url, args.memory, args.quick)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ How a query is planned (`plan`):
   dropped and a window is emitted once the watermark passes its end, as Spark documents for
   event-time windows. Windows are Spark SQL's own: ``window(ts, '1 minute')`` (tumbling),
   ``window(ts, '10 minutes', '1 minute')`` (hopping), ``session_window(ts, '5 minutes')``;
-* the delivered tables of `kinesim sql` are registered too, for stream-table joins (taken when
-  the query starts or resumes);
+* the delivered tables of `kinesim sql` that the query names are registered too, for
+  stream-table joins (taken when the query starts or resumes, with their kept schemas);
 * the result goes to the kinesim sink (`sink`: a Kinesis stream through PutRecords, a delivery
   stream through PutRecordBatch; each row as a JSON object), exactly once per micro-batch.
 
@@ -172,6 +172,12 @@ def view_name(stream: str) -> str:
     return "__stream_" + re.sub(r"[^A-Za-z0-9_]", "_", stream)
 
 
+def names_table(sql: str, name: str) -> bool:
+    """Whether `name` appears in the query as a word (a table it may read; a word of a string or
+    a column of that name only costs the table's registration)."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", sql, re.IGNORECASE) is not None
+
+
 def rewrite(sql: str) -> str:
     """The query with each ``STREAM name`` replaced by the view that reads it."""
     return STREAM_REF.sub(lambda m: f"{m[1]}{m[2]}{view_name(m[3].strip('`'))}", sql)
@@ -230,12 +236,16 @@ def parsed_schema(text: str) -> Any:
 
 def stream_frame(spark: Any, query: Query, stream: str) -> Any:
     """The stream's records as rows: the JSON fields, the Kinesis metadata, event time and watermark."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import NumericType, StringType, TimestampType
     reader = spark.readStream.format("kinesim")
     for key, value in source_options(query, stream).items():
         reader = reader.option(key, value)
-    raw = reader.load()
+    return parse_records(reader.load(), query, stream)
+
+
+def parse_records(raw: Any, query: Query, stream: str) -> Any:
+    """`stream_frame` from the kinesim source's rows (the warm-up gives rows of its own, `warmup_stream`)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import NumericType, StringType, TimestampType
     parsed = raw.select(F.from_json(F.col("data").cast("string"), parsed_schema(query.schemas[stream])).alias("_r"),
                         *(F.col(k).alias(v) for k, v in METADATA.items()))
     frame = parsed.select("_r.*", *METADATA.values())
@@ -282,8 +292,17 @@ def plan(spark: Any, query: Query, directory: str) -> Any:
         if stream not in query.schemas:
             query.schemas[stream] = infer_schema(spark, query, stream, directory)
     sources, catalog = plan_tables(query.endpoint_url, tables=query.tables, streams=True)
+    # Only the tables the query names, with their kept schemas: registering every delivered table
+    # inferred each one's schema again, reading all its records (at a million, seconds on a quiet
+    # machine, most of a minute on a busy one) for a query that joins none.
+    sources = [s for s in sources if names_table(query.sql, s.name)]
+    schemas = None
+    if catalog.s3_root and sources:
+        from .state import schema_cache
+        schemas = schema_cache(catalog.s3_root)
     # The views' link tree lives with the query, not with the command that started it.
-    register_sources(spark, sources, catalog, tree_root=os.path.join(directory, query.name, "tables"))
+    register_sources(spark, sources, catalog, tree_root=os.path.join(directory, query.name, "tables"),
+                     schemas=schemas)
     for stream in streams:
         stream_frame(spark, query, stream).createOrReplaceTempView(view_name(stream))
     frame = spark.sql(rewrite(query.sql))

@@ -121,10 +121,10 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def read_json(spark: Any, root: str, links: dict[str, str], files: dict[str, list[int]], identity: str,
-              partition_columns: list[str], cache: SchemaCache | None) -> Any:
-    """A DataFrame over the view tree `root` of a JSON table (its objects' links by key in
-    `links`), as ``spark.read.json(root)`` gives it, its schema kept in `cache`."""
+def table_schema(spark: Any, root: str, links: dict[str, str], files: dict[str, list[int]], identity: str,
+                 cache: SchemaCache) -> Any:
+    """The records' schema of the JSON table whose view tree is `root` (its objects' links by key
+    in `links`), as Spark infers it over all of them, kept in `cache`."""
     def infer(keys: list[str] | None) -> Any:
         reader = spark.read.option("recursiveFileLookup", "true")
         if keys is None:
@@ -138,10 +138,13 @@ def read_json(spark: Any, root: str, links: dict[str, str], files: dict[str, lis
             return reader.json(directory).schema
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+    return cache.schema(identity, files, infer)
 
-    if cache is None:
-        return spark.read.json(root)
-    schema = cache.schema(identity, files, infer)
+
+def read_with(spark: Any, root: str, schema: Any, partition_columns: list[str]) -> Any:
+    """A DataFrame over a JSON view tree as ``spark.read.json(root)`` gives it, read with the
+    records' `schema` (`table_schema`) instead of inferring it. The same arguments give the same
+    plan, which is what lets a cached one be found again (`table_cache`)."""
     from pyspark.sql.types import StructType
     partitions = {c.lower() for c in partition_columns}
     given = StructType([f for f in schema.fields if f.name.lower() not in partitions])
@@ -153,3 +156,12 @@ def read_json(spark: Any, root: str, links: dict[str, str], files: dict[str, lis
     order = [f.name for f in schema.fields] + [c for c in partition_columns
                                                if c.lower() not in {o.lower() for o in overlapping}]
     return df.select(*[sf.col(_quoted(name)) for name in order])
+
+
+def read_json(spark: Any, root: str, links: dict[str, str], files: dict[str, list[int]], identity: str,
+              partition_columns: list[str], cache: SchemaCache | None) -> Any:
+    """A DataFrame over the view tree `root` of a JSON table (its objects' links by key in
+    `links`), as ``spark.read.json(root)`` gives it, its schema kept in `cache`."""
+    if cache is None:
+        return spark.read.json(root)
+    return read_with(spark, root, table_schema(spark, root, links, files, identity, cache), partition_columns)

@@ -160,8 +160,9 @@ def _start_named(args: argparse.Namespace, query: Query, directory: str, s3_root
     if query.name in continuous.active(spark):
         raise QueryError(f"a query named {query.name!r} already runs in Spark")
     try:
+        # As measured with Spark warm on 2 cores (bench/sql_waits.py; bench/README.md "Spark waits").
         say(f"starting continuous query {query.name} (reads {', '.join(continuous.stream_refs(query.sql))}, "
-            f"writes {query.into})")
+            f"writes {query.into}; its first micro-batch in ~6-8 s with Spark warm)...")
         handle = continuous.start(spark, query, directory)
         query.query_id, query.run_id = str(handle.id), str(handle.runId)
         continuous.wait_started(handle)

@@ -13,6 +13,8 @@ returns ``SparkSession.builder.getOrCreate()`` with:
   modules" notice dropped, and PySpark's JSON error logger (which repeats every SQL error with
   a Java stack trace on stderr) silenced: errors still arrive as exceptions;
 - the driver bound to 127.0.0.1 and the web UI off (``spark.ui.enabled=true`` turns it back on);
+- unless ``SPARK_HOME`` is set, Spark run from kinesim's Spark home (`spark_jvm.spark_home`), so
+  that Spark's Python workers import the installed PySpark rather than compile pyspark.zip;
 - ``spark.sql.session.timeZone=UTC``, as Firehose keys and timestamps are UTC;
 - ``progress=True``: Spark's console progress bar on stderr (``[Stage 1:====>  (3 + 2) / 8]``).
 
@@ -23,6 +25,8 @@ runtime SQL settings of ``conf`` applied.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import logging
 import os
 import re
@@ -90,6 +94,10 @@ def java_version(java: str) -> int:
 _checked: dict[tuple[str, int], int] = {}
 
 
+def _known_versions() -> str:
+    return os.path.join(tempfile.gettempdir(), f"kinesim-java-versions-{os.getuid()}.json")
+
+
 def check_java() -> str:
     """The java to use, checked to be Java 17 or later; JavaNotFoundError otherwise."""
     java = java_command()
@@ -97,8 +105,23 @@ def check_java() -> str:
         identity = (os.path.realpath(java), os.stat(java).st_mtime_ns)
     except OSError:
         identity = (java, 0)
-    if identity not in _checked:  # `java -version` takes a JVM start: once per java
-        _checked[identity] = java_version(java)
+    if identity not in _checked:
+        # `java -version` is a JVM start (0.1 s on a quiet machine, up to a second on a busy one),
+        # paid by every `kinesim sql`: the answer is kept per java binary (path, mtime) in a file.
+        key = f"{identity[0]}\0{identity[1]}"
+        try:
+            with open(_known_versions()) as f:
+                known = json.load(f)
+        except (OSError, ValueError):
+            known = {}
+        if not isinstance(known.get(key), int):
+            known[key] = java_version(java)
+            with contextlib.suppress(OSError):
+                tmp = f"{_known_versions()}.{os.getpid()}"
+                with open(tmp, "w") as f:
+                    json.dump(known, f)
+                os.replace(tmp, _known_versions())
+        _checked[identity] = known[key]
     version = _checked[identity]
     if version < MIN_JAVA:
         raise JavaNotFoundError(f"{JAVA_HINT} (found Java {version} at {java})")
@@ -185,6 +208,11 @@ def spark_session(master: str = "local[*]", app_name: str = "kinesim", *, log_le
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Which address the driver advertises: without this Spark picks the first non-loopback one.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "SPARK_HOME" not in os.environ:
+        # Spark's Python workers then import the installed PySpark, compiled once, not pyspark.zip
+        # (compiled again by every worker: ~0.7 s of CPU each; see spark_jvm.spark_home).
+        from .spark_jvm import spark_home
+        os.environ["SPARK_HOME"] = spark_home()
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession

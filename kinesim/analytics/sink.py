@@ -81,14 +81,15 @@ import time
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import orjson
-import pyarrow as pa
-from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, HTTPClientError
 from pyspark.sql.datasource import (CaseInsensitiveDict, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:   # imported where used: see streaming.py (Python processes that plan a query)
+    import pyarrow as pa
 
 log = logging.getLogger("kinesim.analytics.sink")
 
@@ -163,6 +164,7 @@ def target_from_options(options: Mapping[str, str], connect: Connect, clients: C
     named["stream"] = stream or delivery
     conn = connect(named)
     target = Target(bool(delivery), conn, FIREHOSE_RECORD_BYTES, clients)
+    from botocore.exceptions import ClientError
     try:
         if target.firehose:
             target.client().describe_delivery_stream(DeliveryStreamName=delivery)
@@ -192,6 +194,7 @@ def chunked(target: Target, records: Iterable[Record]) -> Iterator[list[Record]]
 
 
 def retryable(error: Exception) -> bool:
+    from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, HTTPClientError
     if isinstance(error, (BotoConnectionError, HTTPClientError)):
         return True
     if isinstance(error, ClientError):
@@ -267,6 +270,7 @@ def to_json(value: Any) -> bytes:
 
 
 def has_map(kind: pa.DataType) -> bool:
+    import pyarrow as pa
     if pa.types.is_map(kind):
         return True
     return any(has_map(kind.field(i).type) for i in range(kind.num_fields))
@@ -274,6 +278,7 @@ def has_map(kind: pa.DataType) -> bool:
 
 def plain(value: Any, kind: pa.DataType) -> Any:
     """Arrow's Python form of a map is a list of (key, value) pairs: a JSON object instead."""
+    import pyarrow as pa
     if value is None:
         return None
     if pa.types.is_map(kind):
@@ -313,6 +318,7 @@ class Encoder:
                 yield self.record(key, data)
 
     def datas(self, batch: pa.RecordBatch) -> list[bytes]:
+        import pyarrow as pa
         if self.data_column is None:
             rows, row_type = batch.to_pylist(), pa.struct(list(batch.schema))
             if has_map(row_type):

@@ -165,6 +165,8 @@ class Session:
         self.conf = pairs(args.conf, "--conf")
         self.spark: Any = None
         self.catalog: Any = None
+        self.slot: Any = None          # the kept session this command uses (sessions), if any
+        self.spark_identity: tuple[str, int] = ("", 0)
 
     def say(self, text: str) -> None:
         self.err.write(f"kinesim sql: {text}\n")
@@ -180,34 +182,49 @@ class Session:
         from .session import check_java, spark_session
         from .tables import plan_tables
         check_java()
+        local = bool(self.args.master or local_spark_running()) and not self.args.remote
         # The server first: a wrong endpoint fails in a second, not after Spark's start-up.
         with spinner("asking kinesim for its delivery streams", self.err):
             sources, catalog = plan_tables(self.args.endpoint_url, tables=self.tables,
                                            streams=not self.args.no_streams)
-        if (self.args.master or local_spark_running()) and not self.args.remote:
+        if local:
             with spinner("starting Spark", self.err):
                 self.spark = spark_session(self.args.master or "local[*]", "kinesim sql", log_level=self.args.log_level.upper(),
                                            progress=self.err.isatty(), **self.conf)
         else:
-            from .connect_server import ensure
-            remote = self.args.remote or ensure(self.args.endpoint_url, catalog.s3_root or scratch_root(),
-                                                self.args.spark_memory, self.say)
-            self.spark = remote_session(remote, self.conf)
+            from .connect_server import ensure, recorded_pid, state_dir
+            from .sessions import open_session, take
+            s3_root = catalog.s3_root or scratch_root()
+            remote = self.args.remote or ensure(self.args.endpoint_url, s3_root, self.args.spark_memory, self.say)
+            # kinesim's warm Spark: a session kept from the last command (sessions), when one is free.
+            self.slot = None if self.args.remote else take(os.path.join(state_dir(s3_root), "sessions"))
+            if self.slot is not None:
+                self.spark_identity = (remote, recorded_pid(state_dir(s3_root)))
+                self.spark = open_session(remote, self.spark_identity[1], self.slot, self.conf)
+            else:
+                self.spark = remote_session(remote, self.conf)
         # Per command (temp views live as long as this client's session): what was delivered
         # until now, including objects written after the warm server started.
         self.register(sources, catalog)
 
     def register(self, sources: list | None = None, catalog: Any = None) -> None:
-        from .connect_server import schema_cache
+        from .state import schema_cache, warm_tables
         from .tables import plan_tables, register_sources
         if sources is None:
             sources, catalog = plan_tables(self.args.endpoint_url, tables=self.tables,
                                            streams=not self.args.no_streams)
         # JSON tables' schemas are kept with the server's state: a command reads only what was
-        # delivered since the last one to infer them.
+        # delivered since the last one to infer them. Tables are kept in kinesim's warm Spark's
+        # memory (table_cache): not in a Spark of this process, nor in another Spark Connect server.
         schemas = schema_cache(catalog.s3_root, self.conf) if catalog.s3_root else None
+        warm = warm_tables(catalog.s3_root, self.conf) \
+            if catalog.s3_root and not self.args.remote and _is_remote(self.spark) else None
         with spinner("reading what was delivered", self.err):
-            self.catalog = register_sources(self.spark, sources, catalog, self.args.cache_dir, schemas=schemas)
+            self.catalog = register_sources(self.spark, sources, catalog, self.args.cache_dir, schemas=schemas,
+                                            warm=warm)
+            if self.slot is not None:
+                from .sessions import registered
+                registered(self.spark, self.slot, [t.name for t in self.catalog.tables])
         for note in self.catalog.notes:
             self.say(note)
         if not self.catalog.tables:
@@ -218,6 +235,10 @@ class Session:
     def execute(self, statement: str, output: str | None = None) -> bool:
         """Run one statement and show (or write) its result; False when Spark refused it."""
         started = time.monotonic()
+        if self.slot is not None:
+            from .sessions import read_only
+            # A statement that may change the session (a view, a setting...): not for the next command.
+            self.slot.reusable = self.slot.reusable and read_only(statement)
         try:
             df = self.spark.sql(statement)
             if output:
@@ -233,13 +254,20 @@ class Session:
                 self.say(self.tables_hint())
             return False
         except KeyboardInterrupt:
-            if getattr(self.spark, "is_remote", lambda: False)() or not hasattr(self.spark, "sparkContext"):
+            if _is_remote(self.spark):
                 self.spark.interruptAll()
             else:
                 self.spark.sparkContext.cancelAllJobs()
             self.say("cancelled")
             return False
         return True
+
+    def finish(self) -> None:
+        """Leave the kept session for the next command, or release it (sessions)."""
+        if self.slot is not None:
+            from .sessions import finish
+            finish(self.spark, self.slot, *self.spark_identity)
+            self.slot = None
 
     def run_script(self, text: str) -> int:
         statements, rest = split_statements(text)
@@ -316,6 +344,10 @@ class Session:
 _QUIT = {"\\q", ".quit", ".exit", "quit", "exit", "\\quit", "quit;", "exit;"}
 
 
+def _is_remote(spark: Any) -> bool:
+    return bool(getattr(spark, "is_remote", lambda: False)()) or not hasattr(spark, "sparkContext")
+
+
 def _read_line(stdin: IO[str], prompt: str | None) -> str | None:
     if prompt is not None and stdin is sys.stdin:
         try:
@@ -382,6 +414,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
     except spark_errors() as error:
         session.error(error)
         return 1
-    if shell:
-        return session.shell(stdin)
-    return session.run_script(script)
+    try:
+        if shell:
+            return session.shell(stdin)
+        return session.run_script(script)
+    finally:
+        session.finish()

@@ -56,26 +56,25 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-import boto3
-import botocore.session
-import botocore.utils
-import pyarrow as pa
-from botocore.config import Config
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
-                                    DataSourceWriter, InputPartition)
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamArrowWriter, DataSourceStreamReader,
+                                    DataSourceStreamWriter, DataSourceWriter, InputPartition, WriterCommitMessage)
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from .sink import KinesimStreamWriter, KinesimWriter
 from .source_runner import end_if_jvm_hung_up, end_with_jvm
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 SCHEMA = ("data binary, partitionKey string, sequenceNumber string, shardId string, "
           "approximateArrivalTimestamp timestamp")
-ARROW_SCHEMA = pa.schema([("data", pa.binary()), ("partitionKey", pa.string()), ("sequenceNumber", pa.string()),
-                          ("shardId", pa.string()), ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC"))])
+# boto3 and pyarrow are imported where used (~0.4 s and ~0.25 s here): PySpark starts a new Python process for each
+# step of planning a query (create_data_source, write_into_data_source...), and each imports this
+# module to unpickle the source; most of them call neither.
 GET_RECORDS_LIMIT = 10000          # AWS's maximum records per GetRecords call
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000   # per shard
 STARTING_POSITIONS = ("TRIM_HORIZON", "LATEST")
@@ -115,6 +114,9 @@ def client(conn: Connection, service: str = "kinesis", max_attempts: int = 10) -
     """One boto3 client per connection and process (a client costs ~50 ms to build; Python workers
     are reused across tasks). The sink (sink.py) asks for a "firehose" client too, and for
     max_attempts=1: it retries throttled records itself."""
+    import boto3
+    import botocore.session
+    from botocore.config import Config
     core = botocore.session.get_session()
     # Arrival times stay epoch seconds: botocore's default makes each a datetime in dateutil's
     # tzlocal, which is half the cost of parsing a GetRecords page.
@@ -138,6 +140,7 @@ def epoch_seconds(value: Any) -> float:
     """A timestamp member as epoch seconds (JSON carries a number; anything else, botocore parses)."""
     if isinstance(value, (int, float)):
         return float(value)
+    import botocore.utils
     return botocore.utils.parse_timestamp(value).timestamp()
 
 
@@ -278,6 +281,7 @@ def read_range(conn: Connection, part: ShardRange) -> Iterator[pa.RecordBatch]:
 
 
 def arrow_batch(records: list[dict[str, Any]], shard_id: str) -> pa.RecordBatch:
+    import pyarrow as pa
     return pa.RecordBatch.from_arrays([
         pa.array([r["Data"] for r in records], pa.binary()),
         pa.array([r["PartitionKey"] for r in records], pa.string()),
@@ -285,7 +289,7 @@ def arrow_batch(records: list[dict[str, Any]], shard_id: str) -> pa.RecordBatch:
         pa.array([shard_id] * len(records), pa.string()),
         pa.array([round(r["ApproximateArrivalTimestamp"] * 1_000_000) for r in records],
                  pa.timestamp("us", tz="UTC")),
-    ], schema=ARROW_SCHEMA)
+    ], names=["data", "partitionKey", "sequenceNumber", "shardId", "approximateArrivalTimestamp"])
 
 
 def read_partition(conn: Connection, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -417,6 +421,69 @@ class KinesimDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return KinesimStreamWriter(self.options, schema, overwrite, Connection.from_options, client)
+
+
+# The warm Spark's streaming warm-up (warmup_stream.py): a source of made-up clicks and a sink that
+# keeps nothing, so that a continuous query's first micro-batches run with no Kinesis stream. Here,
+# as this is the module Spark's Python workers import for data sources.
+
+WARM_UP_SOURCE, WARM_UP_BATCHES, WARM_UP_ROWS = "kinesim-warmup", 3, 300
+
+
+class WarmUpBatch(InputPartition):
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.number = number
+
+
+class WarmUpReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """WARM_UP_BATCHES micro-batches of WARM_UP_ROWS clicks as JSON records, a minute of event time each."""
+
+    def initialOffset(self) -> dict:
+        return {"batch": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass   # every batch is there from the start
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return {"batch": min(start["batch"] + 1, WARM_UP_BATCHES)}   # one batch per trigger
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [WarmUpBatch(n) for n in range(start["batch"], end["batch"])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        n, at = partition.number, 1714557600 + 60 * partition.number   # type: ignore[attr-defined]
+        yield arrow_batch([{"Data": b'{"page": "/p%d", "ts": %d}' % (i % 7, at + i % 60), "PartitionKey": f"k{i}",
+                            "SequenceNumber": str(n * WARM_UP_ROWS + i), "ApproximateArrivalTimestamp": at}
+                           for i in range(WARM_UP_ROWS)], "shardId-000000000000")
+
+
+class WarmUpWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _ in iterator:   # rows computed, as the kinesim sink's tasks encode them; nothing kept
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: list, batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list, batchId: int) -> None:
+        pass
+
+
+class WarmUpSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return WARM_UP_SOURCE
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return WarmUpReader()
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return WarmUpWriter()
 
 
 def register(spark: SparkSession) -> None:

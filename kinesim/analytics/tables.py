@@ -72,7 +72,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .channel_tables import channel_source, describe_channels
-from .json_schemas import SchemaCache, read_json
+from .json_schemas import SchemaCache, read_json, read_with, table_schema
+from .table_cache import WarmTables
 from .table_sources import ServerUnreachable, Source, find_objects, prefix_source, stream_source, table_name
 from .view_tree import build_view_tree
 
@@ -92,6 +93,7 @@ class Table:
     stream: str | None = None
     decompressed: int = 0           # objects read from a decompressed / rewritten copy
     skipped: int = 0                # objects left out (another format than the table's)
+    kept: str = ""                  # in the warm Spark's memory: "kept", "kept+fresh", "new", "not kept" (table_cache)
 
 
 @dataclass
@@ -165,9 +167,10 @@ def _read(spark: Any, path: str, family: str):
 
 
 def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, catalog: Catalog,
-                    schemas: SchemaCache | None = None) -> Table | None:
+                    schemas: SchemaCache | None = None, warm: WarmTables | None = None) -> Table | None:
     """Register one source as a temp view (None, noted in `catalog`, when it has nothing to read);
-    a JSON table's schema is kept in `schemas` (see `json_schemas`)."""
+    a JSON table's schema is kept in `schemas` (see `json_schemas`), its rows in the warm Spark's
+    memory with `warm` (see `table_cache`)."""
     objects = find_objects(source)
     if not objects:
         catalog.empty.append(source.name)
@@ -191,11 +194,26 @@ def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, 
             o.partitions = []
     root, copied, links = build_view_tree(source.name, chosen, tree_root, cache_dir, family)
     partition_columns = [p.split("=", 1)[0] for p in chosen[0].partitions]
+    kept = ""
     try:
-        if family == "json":
-            identity = json.dumps([source.name, source.location, source.pattern and source.pattern.pattern])
-            df = read_json(spark, root, links, {o.key: [o.size, o.mtime_ns] for o in chosen}, identity,
-                           partition_columns, schemas)
+        identity = json.dumps([source.name, source.location, source.pattern and source.pattern.pattern])
+        files = {o.key: [o.size, o.mtime_ns] for o in chosen}
+        if warm is not None and (family != "json" or schemas is not None):
+            # How the objects are read: for JSON the records' schema (a base read with another is not used).
+            how = table_schema(spark, root, links, files, identity, schemas).json() if family == "json" else family
+
+            def make(tree: str, how: str) -> Any:
+                if family == "json":
+                    from pyspark.sql.types import StructType
+                    return read_with(spark, tree, StructType.fromJson(json.loads(how)), partition_columns)
+                return _read(spark, tree, family)
+            result = warm.frame(source.name, json.dumps([identity, family, partition_columns]), chosen, how, make,
+                                lambda objects, parent: build_view_tree(source.name, objects, parent, cache_dir,
+                                                                        family)[0],
+                                os.path.join(tree_root, ".fresh"))
+            df, kept = result.frame, result.state
+        elif family == "json":
+            df = read_json(spark, root, links, files, identity, partition_columns, schemas)
         else:
             df = _read(spark, root, family)
         df.createOrReplaceTempView(source.name)
@@ -204,7 +222,7 @@ def register_source(spark: Any, source: Source, tree_root: str, cache_dir: str, 
         catalog.notes.append(f"{source.name}: Spark cannot read {source.location}: {message.splitlines()[0]}")
         return None
     return Table(source.name, source.location, family, len(chosen), partition_columns, source.stream, copied,
-                 skipped)
+                 skipped, kept)
 
 
 def plan_tables(endpoint_url: str | None = None, *, tables: dict[str, str] | None = None,
@@ -243,20 +261,23 @@ def plan_tables(endpoint_url: str | None = None, *, tables: dict[str, str] | Non
 
 
 def register_sources(spark: Any, sources: list[Source], catalog: Catalog, cache_dir: str | None = None,
-                     tree_root: str | None = None, schemas: SchemaCache | None = None) -> Catalog:
+                     tree_root: str | None = None, schemas: SchemaCache | None = None,
+                     warm: WarmTables | None = None) -> Catalog:
     """Register planned sources as temp views of `spark`, recording them in `catalog`. The views
     read a tree of links under `tree_root` (default: a temporary directory removed when this
     process exits; a continuous query, which outlives it, gives its own). JSON tables' schemas
-    are kept in `schemas` between calls (none: Spark infers them every time)."""
+    are kept in `schemas` between calls (none: Spark infers them every time); with `warm`, the
+    tables' rows are kept in the warm Spark's memory (`table_cache`)."""
     if tree_root:
         shutil.rmtree(tree_root, ignore_errors=True)
         os.makedirs(tree_root)
     else:
         tree_root = _temp_dir()
-    cache_dir = cache_dir or os.path.join(tree_root, ".decompressed")
+    # A kept table's tree links to its decompressed copies after this process is gone.
+    cache_dir = cache_dir or (warm.copies if warm is not None else os.path.join(tree_root, ".decompressed"))
     os.makedirs(cache_dir, exist_ok=True)
     for source in sources:
-        table = register_source(spark, source, tree_root, cache_dir, catalog, schemas)
+        table = register_source(spark, source, tree_root, cache_dir, catalog, schemas, warm)
         if table is not None:
             catalog.tables.append(table)
     return catalog

@@ -1,5 +1,5 @@
-"""The warm Spark's first queries, run by its supervisor before it records Spark as ready, so that
-the user's first `kinesim sql` does not pay a new JVM's first-query costs.
+"""The warm Spark's first queries, run by its supervisor (`connect_server`), so that the user's
+commands do not pay a new JVM's first-query costs.
 
 A new JVM's first queries are several times slower than later ones (class loading, the JIT,
 Janino compiling generated code, Hadoop's file system and codec set-up, the first shuffle, the
@@ -11,7 +11,12 @@ one, then merged with a later object's), counts, a GROUP BY with distinct counts
 rows fetched as `kinesim sql` fetches them (collect, toLocalIterator), and a statement Spark
 refuses (the error path). Then it registers the kinesim server's own tables as a command does,
 which infers and keeps their JSON schemas (`json_schemas`): the first command reads only what
-was delivered since. It ends once done: the supervisor waits for it (see connect_server).
+was delivered since. The supervisor runs it before it records Spark ready only when nobody waits
+for Spark (`kinesim serve --spark`; see connect_server).
+
+``python -m kinesim.analytics.warmup sc://HOST:PORT DIR ENDPOINT streaming`` runs a continuous
+query's first micro-batches instead (`warmup_stream`): the supervisor runs it once Spark is ready
+and idle, so that the first `kinesim sql --continuous` finds Spark's streaming side warm.
 """
 from __future__ import annotations
 
@@ -36,10 +41,20 @@ def _sample(directory: str, name: str, first: int, count: int, extra: dict | Non
         f.write("\n".join(lines) + "\n")
 
 
-def warm_up(address: str, directory: str, endpoint_url: str) -> None:
-    from .connect_server import schema_cache
-    from .json_schemas import SchemaCache
+def warm_up_stream(address: str) -> None:
     from .remote import remote_session
+    from .warmup_stream import warm_up_streaming
+    spark = remote_session(address, {})
+    try:
+        warm_up_streaming(spark)
+    finally:
+        spark.stop()
+
+
+def warm_up(address: str, directory: str, endpoint_url: str) -> None:
+    from .remote import remote_session
+    from .state import schema_cache
+    from .json_schemas import SchemaCache
     from .results import print_result, spark_error, spark_errors
     from .table_sources import prefix_source
     from .tables import Catalog, plan_tables, register_sources
@@ -78,6 +93,9 @@ def warm_up(address: str, directory: str, endpoint_url: str) -> None:
 
 
 if __name__ == "__main__":
-    warm_up(*sys.argv[1:4])
+    if sys.argv[4:5] == ["streaming"]:
+        warm_up_stream(sys.argv[1])
+    else:
+        warm_up(*sys.argv[1:4])
     sys.stdout.flush()
     os._exit(0)  # as the supervisor: a Spark Connect client's threads must not hold the exit up
