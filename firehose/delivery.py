@@ -55,7 +55,6 @@ log = logging.getLogger("kinesim.firehose")
 RETRY_EVERY_S = 5.0              # AWS retries a failed S3 delivery every 5 seconds
 S3_RETRY_S = 24 * 3600           # ... for up to 24 hours (without dynamic partitioning)
 IDLE_WAIT_S = 1.0                # how long an empty worker sleeps between looks (appends wake it)
-S3_FAILED = "s3-failed"          # kinesim's error-output-type for records S3 never accepted
 
 
 # ------------------------------------------------------------------ records -> objects
@@ -273,7 +272,7 @@ class Worker(threading.Thread):
                 pending.append(obj)
             else:
                 docs = [(r, error_document(r, err.code, err.message, attempts)) for r in obj.records]
-                pending += error_objects(cfg, docs, S3_FAILED)
+                pending += error_objects(cfg, docs, keys.S3_FAILED)
         failed = self.write(pending, retry_s)
         if failed is None:
             return False

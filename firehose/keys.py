@@ -61,6 +61,7 @@ ERROR_OUTPUT_TYPES = (
     "splunk-failed",
     "http-endpoint-failed",
 )
+S3_FAILED = "s3-failed"          # kinesim's error-output-type for records S3 never accepted
 NAMESPACES = ("timestamp", "firehose", "partitionKeyFromQuery", "partitionKeyFromLambda")
 PARTITION_NAMESPACES = ("partitionKeyFromQuery", "partitionKeyFromLambda")
 RANDOM_STRING_LENGTH = 11

@@ -19,9 +19,8 @@ import re
 from dataclasses import dataclass, field
 
 from . import compression, keys
-from .delivery import S3_FAILED
 
-ERROR_DIRECTORIES = frozenset(keys.ERROR_OUTPUT_TYPES) | {S3_FAILED}
+ERROR_DIRECTORIES = frozenset(keys.ERROR_OUTPUT_TYPES) | {keys.S3_FAILED}
 SNAPPY_MAGIC = compression.XERIAL_MAGIC
 decompress = compression.decompress
 

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from kinesim.kinesis import channel_objects
+from kinesim.protocol.json_client import CallError, call
 
 _VARIABLE = re.compile(r"!\{([^{}]*)\}")
 _VALUES = {"yyyy": r"\d{4}", "yy": r"\d{2}", "MM": r"\d{2}", "dd": r"\d{2}", "HH": r"\d{2}", "mm": r"\d{2}"}
@@ -28,31 +29,28 @@ _SUFFIX = r"-shardId-\d{12}-\d+"
 
 def describe_channels(endpoint_url: str, region: str = "us-east-1") -> list[dict[str, Any]]:
     """ChannelDescription of every channel delivering to S3, through the Kinesis API."""
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import ClientError
+    def kinesis(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        return call(endpoint_url, f"Kinesis_20131202.{operation}", params, "kinesis", region)
 
-    client = boto3.client("kinesis", endpoint_url=endpoint_url, region_name=region, aws_access_key_id="kinesim",
-                          aws_secret_access_key="kinesim", config=Config(retries={"max_attempts": 2}))
     arns: list[str] = []
-    kwargs: dict[str, Any] = {}
+    params: dict[str, Any] = {}
     while True:
         try:
-            page = client.list_channels(**kwargs)
-        except ClientError as err:  # a server without channels
-            if err.response.get("Error", {}).get("Code") == "UnknownOperationException":
+            page = kinesis("ListChannels", params)
+        except CallError as err:  # a server without channels
+            if err.code == "UnknownOperationException":
                 return []
             raise
         arns += [s["ChannelARN"] for s in page["ChannelSummaries"] if s["ChannelDestinationType"] == "S3"]
         if not page.get("NextToken"):
             break
-        kwargs = {"NextToken": page["NextToken"]}
+        params = {"NextToken": page["NextToken"]}
     out = []
     for arn in arns:
         try:
-            out.append(client.describe_channel(ChannelARN=arn)["ChannelDescription"])
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") != "ResourceNotFoundException":  # deleted meanwhile
+            out.append(kinesis("DescribeChannel", {"ChannelARN": arn})["ChannelDescription"])
+        except CallError as err:
+            if err.code != "ResourceNotFoundException":  # deleted meanwhile
                 raise
     return out
 

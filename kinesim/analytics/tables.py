@@ -4,7 +4,7 @@
 
 1. Ask the server. ``GET /_kinesim/health`` gives ``s3_root``, the directory that holds the
    buckets (``<s3_root>/<bucket>/<key>``, plain files; a temp directory for ``--in-memory``
-   servers); Firehose's ListDeliveryStreams / DescribeDeliveryStream (boto3, against the
+   servers); Firehose's ListDeliveryStreams / DescribeDeliveryStream (json_client, against the
    endpoint) give each delivery stream's bucket, Prefix, ErrorOutputPrefix, S3 backup and
    DataFormatConversionConfiguration.
 2. Find its objects. A key belongs to a delivery stream when it has the shape Firehose gives it:
@@ -71,6 +71,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol.json_client import CallError, call
 from .channel_tables import channel_source, describe_channels
 from .json_schemas import SchemaCache, read_json, read_with, table_schema
 from .table_cache import WarmTables
@@ -122,26 +123,23 @@ def server_info(endpoint_url: str) -> dict[str, Any]:
 
 def describe_delivery_streams(endpoint_url: str, region: str = "us-east-1") -> list[dict[str, Any]]:
     """DeliveryStreamDescription of every delivery stream, through the Firehose API."""
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import ClientError
+    def firehose(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        return call(endpoint_url, f"Firehose_20150804.{operation}", params, "firehose", region)
 
-    client = boto3.client("firehose", endpoint_url=endpoint_url, region_name=region, aws_access_key_id="kinesim",
-                          aws_secret_access_key="kinesim", config=Config(retries={"max_attempts": 2}))
     names: list[str] = []
-    kwargs: dict[str, Any] = {"Limit": 10000}
+    params: dict[str, Any] = {"Limit": 10000}
     while True:
-        page = client.list_delivery_streams(**kwargs)
+        page = firehose("ListDeliveryStreams", params)
         names += page["DeliveryStreamNames"]
         if not page.get("HasMoreDeliveryStreams") or not page["DeliveryStreamNames"]:
             break
-        kwargs["ExclusiveStartDeliveryStreamName"] = page["DeliveryStreamNames"][-1]
+        params["ExclusiveStartDeliveryStreamName"] = page["DeliveryStreamNames"][-1]
     out = []
     for name in names:
         try:
-            out.append(client.describe_delivery_stream(DeliveryStreamName=name)["DeliveryStreamDescription"])
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") != "ResourceNotFoundException":  # deleted meanwhile
+            out.append(firehose("DescribeDeliveryStream", {"DeliveryStreamName": name})["DeliveryStreamDescription"])
+        except CallError as err:
+            if err.code != "ResourceNotFoundException":  # deleted meanwhile
                 raise
     return out
 

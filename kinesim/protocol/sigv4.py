@@ -99,6 +99,31 @@ def canonical_request(environ: Mapping[str, Any], service: str, signed_headers: 
     ])
 
 
+def _signature(secret: str, amz_date: str, scope: list[str], canonical: str) -> str:
+    """The hex signature of a canonical request; `scope` is [key id, date, region, service,
+    "aws4_request"]."""
+    to_sign = "\n".join([ALGORITHM, amz_date, "/".join(scope[1:]), hashlib.sha256(canonical.encode()).hexdigest()])
+    return hmac.new(_signing_key(secret, *scope[1:4]), to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def sign(method: str, host: str, path: str, headers: dict[str, str], body: bytes, key_id: str, secret: str,
+         region: str, service: str, now: float | None = None) -> dict[str, str]:
+    """`headers` with X-Amz-Date and the Authorization of a SigV4 signature over them, the host and
+    the body: what botocore sends, for kinesim's own short-lived commands (see json_client)."""
+    amz_date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    signed = {**headers, "Host": host, "X-Amz-Date": amz_date}
+    names = sorted(name.lower() for name in signed)
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path,
+               **{"HTTP_" + name.upper().replace("-", "_"): value for name, value in signed.items()}}
+    environ["CONTENT_TYPE"] = environ.pop("HTTP_CONTENT_TYPE", "")
+    scope = [key_id, amz_date[:8], region, service, "aws4_request"]
+    canonical = canonical_request(environ, service, ";".join(names), hashlib.sha256(body).hexdigest(), False)
+    signature = _signature(secret, amz_date, scope, canonical)
+    return {**headers, "X-Amz-Date": amz_date,
+            "Authorization": f"{ALGORITHM} Credential={'/'.join(scope)}, SignedHeaders={';'.join(names)}, "
+                             f"Signature={signature}"}
+
+
 class Verifier:
     def __init__(self, secrets: dict[str, str], clock=time.time):
         self.secrets = secrets
@@ -152,8 +177,7 @@ class Verifier:
         else:
             payload_hash = environ.get("HTTP_X_AMZ_CONTENT_SHA256") or hashlib.sha256(body or b"").hexdigest()
         canonical = canonical_request(environ, service, signed_headers, payload_hash, presigned)
-        to_sign = "\n".join([ALGORITHM, amz_date, "/".join(scope[1:]), hashlib.sha256(canonical.encode()).hexdigest()])
-        expected = hmac.new(_signing_key(secret, date, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
+        expected = _signature(secret, amz_date, scope, canonical)
         if not hmac.compare_digest(expected, signature):
             return SignatureError("mismatch", MISMATCH)
         return None
