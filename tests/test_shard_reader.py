@@ -105,6 +105,47 @@ def test_a_cursor_waits_for_an_append_and_is_woken_by_it(svc):
     assert [r.data for r in cursor.read().records] == [b"x"]
 
 
+def test_no_append_is_missed_by_waiters_and_listeners_while_puts_skip_unwatched_shards(svc):
+    """Shard.notify skips the condition when no reader is counted in `watchers`: a waiter or a
+    listener that looks at the shard while a put lands must still see the record or be woken. Each
+    round, two waiters and a listener wait for the next record and one put lands; a lost wake-up
+    leaves the round's barrier waiting (no waiter has a timeout that would hide it)."""
+    call(svc, "CreateStream", StreamName="s", ShardCount=1)
+    shard = svc.streams["s"].shards[0]
+    rounds, lost = 200, []
+    barrier = threading.Barrier(4, timeout=60)
+
+    def waiter() -> None:
+        cursor = cursor_on(svc, "s")
+        for n in range(1, rounds + 1):
+            if not cursor.wait(3600, position=n):
+                lost.append(n)
+            barrier.wait()
+
+    def listener() -> None:
+        cursor = cursor_on(svc, "s")
+        for n in range(1, rounds + 1):
+            woken = threading.Event()
+            if cursor.listen(woken.set, position=n) and not woken.wait(60):
+                lost.append(n)
+            barrier.wait()
+
+    threads = [threading.Thread(target=waiter), threading.Thread(target=waiter), threading.Thread(target=listener)]
+    for t in threads:
+        t.start()
+    for n in range(rounds):
+        put(svc, "s", b"%d" % n)
+        barrier.wait()
+    for t in threads:
+        t.join(60)
+    assert not lost and shard.watchers == 0 and not shard.listeners
+    cursor, callback = cursor_on(svc, "s"), threading.Event().set  # a listener taken back is counted out
+    assert cursor.listen(callback, position=rounds + 1) and shard.watchers == 1
+    assert cursor.listen(callback, position=rounds + 1) and shard.watchers == 1  # registered once
+    cursor.unlisten(callback)
+    assert shard.watchers == 0 and not shard.listeners
+
+
 def test_wake_and_until_end_a_wait(svc):
     call(svc, "CreateStream", StreamName="s", ShardCount=1)
     cursor = cursor_on(svc, "s")

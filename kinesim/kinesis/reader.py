@@ -106,13 +106,17 @@ class ShardCursor:
         deadline = time.monotonic() + max(0.0, timeout)
         with shard.appended:
             self._woken = False
-            while shard.next_index <= index and shard.is_open and not self._woken and self.gone() is None \
-                    and not (until is not None and until()):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                shard.appended.wait(remaining)
-            return shard.next_index > index or not shard.is_open
+            shard.watch(1)  # before looking at the shard: see Shard.notify
+            try:
+                while shard.next_index <= index and shard.is_open and not self._woken and self.gone() is None \
+                        and not (until is not None and until()):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    shard.appended.wait(remaining)
+                return shard.next_index > index or not shard.is_open
+            finally:
+                shard.watch(-1)
 
     def wake(self) -> None:
         """Wake whoever waits on this cursor (or any reader of the shard: they look again)."""
@@ -129,14 +133,21 @@ class ShardCursor:
         index = self.position if position is None else position
         shard = self.shard
         with shard.appended:
+            counted = callback in shard.listeners  # registered (and counted) already
+            if not counted:
+                shard.watch(1)  # before looking at the shard: see Shard.notify
             if shard.next_index > index or not shard.is_open or self.gone() is not None:
+                if not counted:
+                    shard.watch(-1)
                 return False
             shard.listeners.add(callback)
             return True
 
     def unlisten(self, callback: Callable[[], None]) -> None:
         with self.shard.appended:
-            self.shard.listeners.discard(callback)
+            if callback in self.shard.listeners:
+                self.shard.listeners.remove(callback)
+                self.shard.watch(-1)
 
     def gone(self) -> str | None:
         """Why nothing more can be read here (the stream deleted or re-created), else None."""

@@ -262,9 +262,13 @@ def wait_for_append(shard: Shard, index: int, timeout: float) -> bool:
     """Block until the shard holds a record at `index` (or is closed), up to `timeout` seconds."""
     deadline = time.monotonic() + timeout
     with shard.appended:
-        while shard.next_index <= index and shard.is_open:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            shard.appended.wait(remaining)
+        shard.watch(1)  # before looking at the shard: see Shard.notify
+        try:
+            while shard.next_index <= index and shard.is_open:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                shard.appended.wait(remaining)
+        finally:
+            shard.watch(-1)
     return True
