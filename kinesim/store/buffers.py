@@ -7,6 +7,7 @@ kept apart to keep the record log's module short.
 from __future__ import annotations
 
 from .ranges import wal_bytes
+from .transaction import transaction
 
 
 class FirehoseBuffers:
@@ -14,15 +15,9 @@ class FirehoseBuffers:
         """Commit (seq, data, arrival) rows of one delivery stream in one transaction."""
         with self._write_lock:
             self._checkpoints.wrote(wal_bytes(1, len(rows), sum(len(data) for _, data, _ in rows)))
-            w = self._write
-            w.execute("BEGIN")
-            try:
+            with transaction(self._write) as w:
                 w.executemany("INSERT INTO firehose_buffer (stream, seq, data, arrival) VALUES (?, ?, ?, ?)",
                               [(stream, seq, data, arrival) for seq, data, arrival in rows])
-            except BaseException:
-                w.execute("ROLLBACK")
-                raise
-            w.execute("COMMIT")
 
     def firehose_buffer_read(self, stream: str, after_seq: int, limit: int) -> list[tuple[int, bytes, float]]:
         """Up to `limit` buffered (seq, data, arrival) rows with seq > `after_seq`, oldest first."""

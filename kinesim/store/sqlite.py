@@ -35,6 +35,7 @@ from .ranges import MASK, SHIFT, StoredRecord, batch_end, first_at, read_range, 
 from .recent import RECENT_FILE, SCHEMA_NAME, STEP, WIDE_SHARDS, Recent, data_size, is_wide
 from .space import WAL_LIMIT_BYTES, Reclaimer, convert_to_incremental
 from .tails import View
+from .transaction import transaction
 
 log = logging.getLogger("kinesim.store")
 
@@ -197,15 +198,8 @@ class Store(FirehoseBuffers):
     def _in_transaction(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
             return
-        with self._write_lock:
-            w = self._write
-            w.execute("BEGIN")
-            try:
-                w.executemany(statement, rows)
-            except BaseException:
-                w.execute("ROLLBACK")
-                raise
-            w.execute("COMMIT")
+        with self._write_lock, transaction(self._write) as w:
+            w.executemany(statement, rows)
 
     # records
 
@@ -233,16 +227,10 @@ class Store(FirehoseBuffers):
             return
         rows = rows_of(batches)
         with self._write_lock:
-            w = self._write
-            w.execute("BEGIN")
-            try:
+            with transaction(self._write) as w:
                 # executemany, not recent.insert_rows: multi-row INSERTs into `records` wrote ~11
                 # bytes more per record at 4 shards (measured; SQLite's page splits, presumably).
                 w.executemany(_INSERT, rows)
-            except BaseException:
-                w.execute("ROLLBACK")
-                raise
-            w.execute("COMMIT")
             # Rows in `records` dirty a page per shard besides the pages they fill.
             self._checkpoints.wrote(wal_bytes(len(batches), len(rows), size or data_size(batches)))
 
