@@ -1,6 +1,7 @@
-"""kinesim's own routes (`/_kinesim/...`), for its command-line tools and tests: health, a reset of
-the services' state, stack state for `kinesim deploy`, function logs and code, Firehose delivery
-metrics, the web console, and which modules the server has loaded.
+"""kinesim's own routes (`/_kinesim/...`), for its command-line tools and tests: health (with the
+account and region pairs in use), a reset of the services' state, stack state for `kinesim deploy`,
+function logs and code, Firehose delivery metrics, the web console, and which modules the server
+has loaded.
 
 They are a Flask app, made (Flask, the console and all) on the first request to one of them:
 a server that is only asked AWS calls never loads Flask. `/_kinesim/modules` is answered
@@ -50,8 +51,8 @@ class OwnRoutes:
         return self.app.get()(environ, start_response)
 
     def forget(self) -> None:
-        """Make the Flask app again on its next use: the web console's routes take some services
-        when they are added (a reset makes those anew)."""
+        """Make the Flask app again on its next use (after a reset), so that nothing its routes
+        were made with outlives the services a reset makes anew."""
         self.app.forget()
 
     def __getattr__(self, name: str) -> Any:  # the Flask app's own (test_client, url_map, ...)
@@ -103,15 +104,23 @@ def admin_app(edge: "Edge") -> "Flask":
 
     from .functions.runtimes import runnable as runnable_runtimes
     from .webconsole import register as register_console
+    from .webconsole.scope import UnknownScope, scope_docs, scope_for
 
     app = Flask("kinesim")
+
+    # The routes that read one scope's state take ?account=&region= as the console's do
+    # (webconsole/scope.py): left out, the server's own.
+    @app.errorhandler(UnknownScope)
+    def unknown_scope(err: UnknownScope):
+        return jsonify(message=err.message, code=err.code), err.status
 
     # A delivery stream's delivery metrics (CloudWatch's DeliveryToS3.* and friends).
     @app.get("/_kinesim/firehose/<name>/metrics")
     def firehose_metrics(name: str):
-        found = edge.firehose.deliveries.metrics(name)
+        scope = scope_for(edge, request)
+        found = scope.firehose.deliveries.metrics(name)
         if found is None:
-            return jsonify(message=f"Firehose {name} under account {edge.settings.account_id} not found."), 404
+            return jsonify(message=f"Firehose {name} under account {scope.settings.account_id} not found."), 404
         return jsonify(found)
 
     @app.get("/_kinesim/health")
@@ -120,7 +129,8 @@ def admin_app(edge: "Edge") -> "Flask":
                    services={name: "running" for name in ("kinesis", "lambda", "firehose", "s3", "logs", "sqs", "sns",
                                                           "ecr", "cloudformation", "sts", "ssm", "iam")},
                    region=edge.settings.region, account_id=edge.settings.account_id,
-                   runtimes=runnable_runtimes())  # every Lambda Runtime value this server runs now
+                   runtimes=runnable_runtimes(),  # every Lambda Runtime value this server runs now
+                   scopes=scope_docs(edge))  # the (account, region) pairs in use, the server's own first
         if is_loopback(request.remote_addr):
             # Where buckets are plain directories (a temp one when in memory): `kinesim sql` on
             # this machine reads delivered objects from there. Other machines have no use for
@@ -133,7 +143,7 @@ def admin_app(edge: "Edge") -> "Flask":
     # under way): for tests and for looking inside; PUT stands in for what a killed server left.
     @app.get("/_kinesim/stacks/<name>")
     def get_stack(name: str):
-        stack = edge.store.document("stack", name)
+        stack = scope_for(edge, request).store.document("stack", name)
         return (jsonify(stack), 200) if stack is not None else (jsonify(message=f"Stack {name} does not exist"), 404)
 
     @app.put("/_kinesim/stacks/<name>")
@@ -142,7 +152,7 @@ def admin_app(edge: "Edge") -> "Flask":
             body = orjson.loads(request.get_data())
             if not isinstance(body, dict):
                 return jsonify(message="A stack is a JSON object"), 400
-            edge.store.put_document("stack", name, body)
+            scope_for(edge, request).store.put_document("stack", name, body)
         except (orjson.JSONDecodeError, RecursionError):  # json's encoder stops at ~1000 levels
             return jsonify(message="A stack is a JSON object (nested less than 1000 levels deep)"), 400
         return jsonify(body)
@@ -152,10 +162,10 @@ def admin_app(edge: "Edge") -> "Flask":
     def custom_resource_response(token: str):
         from .cloudformation.custom_responses import EXPIRED, MAX_RESPONSE_BYTES
         data = request.stream.read(MAX_RESPONSE_BYTES + 1)  # past the limit, the rest is not read
-        if not edge.cloudformation.made:  # no stack operation since the server started: no request waits
-            status, headers, body = EXPIRED
-        else:
-            status, headers, body = edge.cloudformation.service.responses.deliver(token, data)
+        # The engine of the scope whose stack sent the request (none made: no request waits).
+        engines = [s.cloudformation.service for s in edge.scopes() if s.cloudformation.made]
+        waiting = next((e.responses for e in engines if e.responses.awaits(token)), None)
+        status, headers, body = EXPIRED if waiting is None else waiting.deliver(token, data)
         return Response(body, status, headers)
 
     # The lines of a stack's last operation (one per resource, as `kinesim deploy` prints them),
@@ -166,7 +176,8 @@ def admin_app(edge: "Edge") -> "Flask":
             since = max(0, int(request.args.get("since", "0")))
         except ValueError:
             return jsonify(message="since is a line number"), 400
-        found = edge.cloudformation.service.runner.view(name, since) if edge.cloudformation.made else None
+        cloudformation = scope_for(edge, request).cloudformation
+        found = cloudformation.service.runner.view(name, since) if cloudformation.made else None
         return (jsonify(found), 200) if found is not None else (jsonify(message=f"Stack {name} has no operation"), 404)
 
     # A function's log events (`kinesim logs`): ?since=<epoch ms>, oldest first.
@@ -179,14 +190,16 @@ def admin_app(edge: "Edge") -> "Flask":
             limit = int(request.args.get("limit", "10000"))
         except ValueError:
             return jsonify(message="since and limit are integers (epoch milliseconds, a count)"), 400
-        return jsonify(logGroupName=edge.functions.logs.group_name(function),
-                       events=edge.functions.logs.read(function, since, max(1, min(limit, 10000))))
+        logs = scope_for(edge, request).functions.logs
+        return jsonify(logGroupName=logs.group_name(function),
+                       events=logs.read(function, since, max(1, min(limit, 10000))))
 
     # GetFunction's Code.Location: the deployment package as uploaded.
     @app.get("/_kinesim/functions/<function>/code.zip")
     def function_code(function: str):
-        fn = edge.functions.functions.get(function)
-        path = fn and edge.functions.code.package_path(function, fn.get("PackageId", ""))
+        functions = scope_for(edge, request).functions
+        fn = functions.functions.get(function)
+        path = fn and functions.code.package_path(function, fn.get("PackageId", ""))
         if not path:
             abort(404)
         return send_file(path, mimetype="application/zip", download_name=f"{function}.zip")

@@ -34,6 +34,7 @@ from .protocol.drain import answer_unread as _answer_unread
 from .protocol.errors import AwsError
 from .protocol.query_app import is_query_request
 from .protocol.request_ids import answer_ids, request_id
+from . import scopes
 from .services import Services
 
 log = logging.getLogger("kinesim.edge")
@@ -51,10 +52,8 @@ _CORS_SIMPLE_TYPES = re.compile(r"\s*(text/plain|application/x-www-form-urlencod
 
 def _signed_for(environ: dict[str, Any]) -> str | None:
     """The service named in the request's SigV4 credential scope, if any."""
-    authorization = environ.get("HTTP_AUTHORIZATION")
-    scope = auth.credential_scope({"authorization": authorization}, environ.get("QUERY_STRING", "")) \
-        if authorization or "X-Amz-Credential" in environ.get("QUERY_STRING", "") else None
-    return scope[3] if scope and len(scope) >= 4 else None
+    parts = scopes.credential(environ)
+    return parts[3] if parts and len(parts) >= 4 else None
 
 
 class Edge(Services):
@@ -73,8 +72,7 @@ class Edge(Services):
         # The temporary credentials STS issues are accepted too, until they expire, and IAM users'
         # Active access keys.
         self._secrets = secrets
-        self.verifier = None if secrets is None else sigv4.Verifier(
-            ChainMap(self.sts.credentials, secrets, self.principals.secrets))
+        self.verifier = None if secrets is None else self._new_verifier()
 
     def reset(self, names: Iterable[str] = ()) -> tuple[str, ...]:
         """`Services.reset`; the credentials STS issued before it are no longer accepted, and kinesim's
@@ -82,8 +80,14 @@ class Edge(Services):
         done = super().reset(names)
         self.flask.forget()
         if self.verifier is not None and "sts" in done:
-            self.verifier = sigv4.Verifier(ChainMap(self.sts.credentials, self._secrets, self.principals.secrets))
+            self.verifier = self._new_verifier()
         return done
+
+    def _new_verifier(self) -> sigv4.Verifier:
+        # The engines of other accounts' scopes sign with a key of their account (`scope_secrets`).
+        from .iam.principals import EveryAccountsSecrets
+        keys = EveryAccountsSecrets(self.principals, lambda account: self.account(account).principals)
+        return sigv4.Verifier(ChainMap(self.sts.credentials, self._secrets, self.scope_secrets, keys))
 
     # WSGI entry point
 
@@ -104,6 +108,15 @@ class Edge(Services):
             refused = self._verify(environ, app)
             if refused is not None:
                 return self._refuse(refused, environ, start_response, app)
+        self.resolve(environ)  # the request's account and region, for every service (`scopes.py`)
+        if app is self.lambda_rest or app is self.query_apps["sns"]:
+            try:  # another account's function or topic: served by its owner if its policy allows
+                if app is self.lambda_rest:
+                    self.cross_account.lambda_call(environ)
+                else:
+                    self.cross_account.sns_call(environ)
+            except AwsError as err:
+                return self._refuse(err, environ, start_response, app)
         if app is None:
             return self.json_protocol(environ, start_response)
         # SNS's query protocol is a form POST from every SDK, so it cannot be told from a web page's
@@ -211,13 +224,13 @@ class Edge(Services):
         if environ.get("REQUEST_METHOD") != "POST":
             raise _answered_as("xml", AwsError("AccessDeniedException", _NO_OPERATION, 403), environ)
         prefix, _, op = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
-        service = self.services.get(prefix)
+        service = self.scope_of(environ).services.get(prefix)
         known = service is not None and service.has_operation(op)
         ctype = environ.get("CONTENT_TYPE", "")
         if ctype not in _BARE_TYPES:  # the SDKs send theirs bare; anything else is normalised first
             ctype = self._content_type(environ)
-        if service is self.sqs and ctype in _SQS_TYPES:
-            return self._sqs_call(environ, body, op, known)
+        if prefix == "AmazonSQS" and ctype in _SQS_TYPES:
+            return self._sqs_call(service, environ, body, op, known)
         if not body:  # answered in CBOR unless the request says JSON 1.1, whatever else it says
             raise _answered_as("json" if ctype == codec.JSON_CONTENT_TYPE else "cbor",
                                AwsError("SerializationException" if known else "UnknownOperationException"), environ)
@@ -233,6 +246,7 @@ class Edge(Services):
         if not known:
             raise AwsError("UnknownOperationException")
         auth.check_environ_auth(environ, _Headers(environ))
+        service = self.cross_account.json_service(environ, prefix, op, params, service)
         result = service.call(op, params, cbor=fmt == "cbor")
         timestamps = service.validator.output_timestamp_members(op) if fmt == "cbor" else frozenset()
         if isinstance(result, eventstream.EventStream):
@@ -244,7 +258,7 @@ class Edge(Services):
         out, content_type = codec.encode_response(result, fmt, timestamps)
         return "200 OK", [("Content-Type", content_type)], out
 
-    def _sqs_call(self, environ: dict[str, Any], body: bytes, op: str, known: bool) -> tuple[str, list, Any]:
+    def _sqs_call(self, sqs: Any, environ: dict[str, Any], body: bytes, op: str, known: bool) -> tuple[str, list, Any]:
         """SQS: JSON 1.0 (its protocol; 1.1 bodies are the same and are taken too), answered in
         1.0, errors with their query codes. Queue URLs name the endpoint the request came in on; the
         messages it sends keep its X-Amzn-Trace-Id as their AWSTraceHeader."""
@@ -253,7 +267,8 @@ class Edge(Services):
             raise AwsError("UnknownOperationException")
         params, _ = codec.decode_request(body or b"{}", codec.JSON_CONTENT_TYPE)
         auth.check_environ_auth(environ, _Headers(environ))
-        result = self.sqs.call(op, params, endpoint=_endpoint(environ),
+        sqs = self.cross_account.json_service(environ, "AmazonSQS", op, params, sqs)
+        result = sqs.call(op, params, endpoint=_endpoint(environ),
                                trace_header=trace_header.from_environ(environ))
         out, content_type = codec.encode_response(result, "json10")
         return "200 OK", [("Content-Type", content_type)], out

@@ -21,6 +21,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .scoped_store import split_kind
+
 if TYPE_CHECKING:
     from .store import Store
 
@@ -54,7 +56,8 @@ STACK_STOP_S = 30.0
 
 
 def owner(kind: str) -> str | None:
-    """The service that owns documents of `kind` (None: none known)."""
+    """The service that owns documents of `kind`, in any scope (None: none known)."""
+    kind = split_kind(kind)[2]
     if kind == "meta":
         return "kinesis"
     found = _KINDS.get(kind)
@@ -115,16 +118,16 @@ def stop_kinesis(kinesis: Any) -> None:
 
 
 def delete_state(store: "Store", named: tuple[str, ...], s3_root: str, functions_files: str | None,
-                 functions: Any) -> None:
-    """Delete what the `named` services keep, their background work stopped: documents, records,
-    buffers, the object store's directory (`s3_root`), functions' code, layers and log files (under
-    `functions_files`; `functions`: the Lambda service if made, whose log files' caches must
-    forget the groups). Every service named: also documents no service is known to own (logged:
-    `_KINDS` should name them)."""
+                 scopes: Iterable[tuple[str, Any]]) -> None:
+    """Delete what the `named` services keep in every scope, their background work stopped:
+    documents, records, buffers, the object store's directory (`s3_root`), functions' code, layers
+    and log files (`scopes`: each scope's directory of them and its Lambda service if made, whose
+    log files' caches must forget the groups; `functions_files`: None when there are none). Every
+    service named: also documents no service is known to own (logged: `_KINDS` should name them)."""
     everything = set(named) == set(SERVICES)
     for kind in store.document_kinds():
         who = owner(kind)
-        if kind == "meta":
+        if split_kind(kind)[2] == "meta":
             if "kinesis" in named:
                 store.delete_documents(kind, [name for name in store.documents(kind) if name not in KEPT_META])
         elif who in named or (who is None and everything):
@@ -137,15 +140,17 @@ def delete_state(store: "Store", named: tuple[str, ...], s3_root: str, functions
         store.firehose_buffer_clear()
     if "s3" in named:
         empty_directory(s3_root)
-    if functions_files is not None:
+    if functions_files is None:
+        return
+    for files, functions in scopes:
         if "lambda" in named:
             for sub in ("functions", "layers"):
-                shutil.rmtree(os.path.join(functions_files, sub), ignore_errors=True)
+                shutil.rmtree(os.path.join(files, sub), ignore_errors=True)
         if "logs" in named:
             if functions is not None:  # its log files' caches forget the groups as they go
                 for group in functions.logs.group_dirs():
                     functions.logs.delete_group(group)
-            empty_directory(os.path.join(functions_files, "logs"))
+            empty_directory(os.path.join(files, "logs"))
 
 
 def empty_directory(path: str) -> None:

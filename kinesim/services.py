@@ -1,16 +1,20 @@
-"""The services of one server, each made on first use.
+"""The services of one server: the composition root.
 
-Kinesis is made before the server listens: it is the data plane, and the first call a client makes.
-Every other service is made on its first use (`lazy.py`), or at once in the background when the
-data directory holds something of its that must resume (delivery streams, event source mappings,
-buckets, log groups: `Services._resume`). The stand-ins that route to them (`services`, `s3`,
-`lambda_rest`, `query_apps`, `sqs`) exist from the start and stay the same objects once the
-services behind them are made: the request path (`edge.py`) compares apps and services by identity.
-A reset (`reset`, `POST /_kinesim/reset`) closes services, deletes their state and has the stand-ins
+Every resource lives in an account and a region (issue 34). The services of each (account, region)
+are a `ScopeServices` (`scope_services.py`), made when a request or a stored document first uses
+the scope; the server's own scope (`--account-id`, `--region`) is made at start. What every scope
+shares is made here: the store, the object store (bucket names are global, as on AWS), STS, IAM
+(one per account), the deliveries between services by ARN, the cap on long polls and the shard uids.
+
+The stand-ins that route to the services (`s3`, `lambda_rest`, `query_apps`) exist from the start
+and stay the same objects: the request path (`edge.py`) compares apps by identity. Those of the
+per-scope services pick the request's scope on each call (`ScopedApp`). A reset (`reset`,
+`POST /_kinesim/reset`) closes services in every scope, deletes their state and has the stand-ins
 make them anew.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -19,22 +23,23 @@ import tempfile
 import threading
 from typing import Any, Callable, Iterable
 
-from .cloudformation.lazy import LazyCloudFormation
 from .config import Settings
 from .destinations import Destinations
-from .kinesis import channel_delivery
-from .kinesis.retention import Sweeper
-from .kinesis.service import KinesisService
-from .lazy import Lazy, LazyApp, LazyService
+from .kinesis.uids import ShardUids
+from .lazy import Lazy, LazyApp
 from .long_polls import LongPolls
+from .protocol.errors import AwsError
 from .protocol.request_ids import request_id
+from .scope_services import API_DATE, ScopeServices
+from .scoped_store import ScopedStore, prefix, scopes_with_documents
+from .cross_account import CrossAccount
+from .scopes import SERVED_BY, Resolver, Scope, is_region
 from .store import Store
 
 log = logging.getLogger("kinesim.services")
 
-# The first path segment of Lambda's REST API (an API date, as "/2015-03-31/functions"), and of
-# nothing else the edge routes by path: requests that do not start so need no Lambda to be made.
-_API_DATE = re.compile(r"/\d{4}-\d{2}-\d{2}/")
+_ACCOUNT = re.compile(r"\d{12}")
+MAX_SCOPES = 200
 
 
 class Services:
@@ -48,83 +53,158 @@ class Services:
         self._reset_lock = threading.Lock()  # one reset at a time (`reset`)
         self._functions_tmp: str | None = None  # --in-memory: functions' code and logs (`_functions_files`)
         # In-process deliveries between services by ARN (OnFailure destinations, SNS subscriptions):
-        # each receiving service registers its sender here.
+        # each receiving service registers its sender here, which finds the ARN's scope.
         self.destinations = Destinations()
         # One cap for the long polls of every service: each holds a request thread while it waits.
         self.long_polls = LongPolls(settings.max_long_polls)
-        self.kinesis = KinesisService(settings, self.store, self.long_polls)
-        self.services: dict[str, Any] = {self.kinesis.target_prefix: self.kinesis}
-        # Buckets live beside the database (the S3 API serves the same store).
+        self.shard_uids = ShardUids(self.store)
+        self.shard_uids.finish_interrupted_drops()  # before any scope's Kinesis reads its streams
+        # Buckets live beside the database (the S3 API serves the same store). The directory is
+        # there from the start: readers of delivered files (`kinesim sql`) are given it by /health.
         self.s3_root = os.path.join(os.path.dirname(self.store.path), "s3")
+        os.makedirs(self.s3_root, exist_ok=True)
         self._objects = Lazy(self._make_objects)
         self.s3 = LazyApp(Lazy(self._make_s3))
-        # Kinesis channels write into the same buckets through the object store's public calls.
-        self.channel_delivery = channel_delivery.attach(
-            self.kinesis, lambda bucket: self.objects.bucket_exists(bucket),
-            lambda *args, **kwargs: self.objects.put_object(*args, **kwargs))
-        # The JSON-protocol services made on first use, by their X-Amz-Target prefix (each class's
-        # `target_prefix`, checked when it is made): SQS's stand-in is also `self.sqs`, which the
-        # request path compares services with.
-        self._lazy_services = {
-            "AmazonSQS": Lazy(self._make_sqs), "Firehose_20150804": Lazy(self._make_firehose),
-            "Logs_20140328": Lazy(self._make_logs), "AmazonEC2ContainerRegistry_V20150921": Lazy(self._make_ecr),
-            "AmazonSSM": Lazy(self._make_ssm)}
-        for prefix, lazy in self._lazy_services.items():
-            self.services[prefix] = LazyService(lazy, prefix)
-        self.sqs = self.services["AmazonSQS"]
-        self.destinations.register("sqs", lambda *args: self.sqs.send_to_arn(*args))
-        self._functions = Lazy(self._make_functions)
-        # Lambda's REST API: its paths start with one of the model's API dates.
-        self.lambda_rest = LazyApp(Lazy(self._make_lambda_rest), lambda environ: bool(
-            _API_DATE.match(environ.get("PATH_INFO", ""))))
-        self._sns = Lazy(self._make_sns)
         self._sts = Lazy(self._make_sts)
-        self._iam = Lazy(self._make_iam)
-        self._principals = Lazy(self._make_principals)
+        self._accounts: dict[str, _Account] = {}
+        self._accounts_lock = threading.Lock()
+        # Key ids that the engines of other accounts' scopes sign with -> their secret (accepted
+        # under --verify-signatures as the server's own credentials are).
+        self.scope_secrets: dict[str, str] = {}
+        self.default_scope = Scope(settings.account_id, settings.region)
+        self.resolve = Resolver(self.default_scope, self._issued_account,
+                                lambda key, account: self.account(account).principals.active_key(key) is not None)
+        self._scopes: dict[Scope, ScopeServices] = {}
+        self._scopes_lock = threading.Lock()
+        self.own_scope = self.scope(self.default_scope)
+        for account, region in sorted(scopes_with_documents(self.store)):
+            self.scope(Scope(account, region))  # their streams load, their stacks resume
+        self.cross_account = CrossAccount(self)  # calls into other accounts' resources
+        # The stand-ins of the per-scope apps: each call goes to the request's scope's.
+        self.lambda_rest = ScopedApp(self, lambda s: s.lambda_rest, lambda environ: bool(
+            API_DATE.match(environ.get("PATH_INFO", ""))))
         # The query-protocol services, by the name requests to them are signed for.
-        self.query_apps: dict[str, Any] = {"sns": LazyApp(Lazy(self._make_sns_app)),
-                                           "sts": LazyApp(Lazy(self._make_sts_app)),
-                                           "iam": LazyApp(Lazy(self._make_iam_app))}
+        self.query_apps: dict[str, Any] = {
+            "sns": ScopedApp(self, lambda s: s.sns_app),
+            "sts": LazyApp(Lazy(self._make_sts_app)),
+            "iam": ScopedApp(self, lambda s: self.account(s.scope.account).app),
+            "cloudformation": ScopedApp(self, lambda s: s.cloudformation)}
         self._register_senders()
-        self.channel_delivery.start()
-        self.sweeper = Sweeper(self.kinesis, settings.retention_sweep_s)
-        self.sweeper.start()
-        # CloudFormation last: its engine calls the other services through this server, and
-        # carries on the stack operations a restart interrupted once the server answers.
-        self.cloudformation = LazyCloudFormation(self.store, self._cloudformation)
-        self.query_apps["cloudformation"] = self.cloudformation
         self._resuming = threading.Thread(target=self._resume, name="kinesim-resume", daemon=True)
         self._resuming.start()
 
-    # The services, each made on first use (see `_resume` for those made at start-up)
+    # Scopes
+
+    def scope(self, scope: Scope) -> ScopeServices:
+        """The services of an account and region, made on first use."""
+        made = self._scopes.get(scope)
+        if made is None:
+            with self._scopes_lock:
+                made = self._scopes.get(scope)
+                if made is None:
+                    if len(self._scopes) >= MAX_SCOPES:
+                        # Each scope holds services and threads: clients that make up account ids
+                        # or regions must not exhaust the server for everyone else.
+                        raise AwsError("LimitExceededException", f"kinesim serves at most {MAX_SCOPES} "
+                                       f"pairs of account and region, and account {scope.account} in "
+                                       f"{scope.region} would be one more; restart the server with "
+                                       "fewer in use.", 400)
+                    made = self._scopes[scope] = self._make_scope(scope)
+        return made
+
+    def existing_scope(self, scope: Scope) -> ScopeServices | None:
+        """The services of an account and region if a request or a stored document made them."""
+        return self._scopes.get(scope)
+
+    def scope_of(self, environ: dict[str, Any]) -> ScopeServices:
+        """The services of the account and region a request is for (`scopes.py`), or of the
+        account whose resource it may use (`cross_account.py`)."""
+        return self.scope(environ.get(SERVED_BY) or self.resolve(environ))
+
+    def scope_of_arn(self, arn: str) -> ScopeServices:
+        """The services of the account and region an ARN names (the server's own for an ARN that
+        names none, whose service then answers that it has no such resource)."""
+        parts = arn.split(":", 5)
+        if len(parts) == 6 and is_region(parts[3]) and _ACCOUNT.fullmatch(parts[4]):
+            return self.scope(Scope(parts[4], parts[3]))
+        return self.own_scope
+
+    def scopes(self) -> list[ScopeServices]:
+        """Every scope made, the server's own first."""
+        with self._scopes_lock:
+            return sorted(self._scopes.values(), key=lambda s: (s is not self.own_scope, s.scope.account,
+                                                                s.scope.region))
+
+    def _make_scope(self, scope: Scope) -> ScopeServices:
+        if scope == self.default_scope:
+            return ScopeServices(self, scope, self.settings, self.store, self._functions_files, self._own_credentials)
+        settings = dataclasses.replace(self.settings, account_id=scope.account, region=scope.region)
+        self.scope_secrets[scope.account] = self._own_credentials["aws_secret_access_key"]
+        credentials = {"aws_access_key_id": scope.account,
+                       "aws_secret_access_key": self._own_credentials["aws_secret_access_key"]}
+        files = lambda: os.path.join(self._functions_files(), "scopes", scope.account, scope.region)  # noqa: E731
+        return ScopeServices(self, scope, settings, ScopedStore(self.store, prefix(scope.account, scope.region)),
+                             files, credentials)
+
+    def account(self, account: str) -> "_Account":
+        """What belongs to a whole account (IAM), made on first use."""
+        made = self._accounts.get(account)
+        if made is None:
+            with self._accounts_lock:
+                made = self._accounts.setdefault(account, _Account(self, account))
+        return made
+
+    def _issued_account(self, key: str) -> str | None:
+        issued = self.sts.credentials.lookup(key)
+        return issued["identity"]["Account"] if issued else None
+
+    # The server's own scope's services, as the console, the command-line tools and tests use them
+
+    @property
+    def kinesis(self) -> Any:
+        return self.own_scope.kinesis
+
+    @property
+    def services(self) -> dict[str, Any]:
+        return self.own_scope.services
+
+    @property
+    def sqs(self) -> Any:
+        return self.own_scope.sqs
+
+    @property
+    def functions(self) -> Any:
+        return self.own_scope.functions
+
+    @property
+    def firehose(self) -> Any:
+        return self.own_scope.firehose
+
+    @property
+    def logs(self) -> Any:
+        return self.own_scope.logs
+
+    @property
+    def ecr(self) -> Any:
+        return self.own_scope.ecr
+
+    @property
+    def ssm(self) -> Any:
+        return self.own_scope.ssm
+
+    @property
+    def sns(self) -> Any:
+        return self.own_scope.sns
+
+    @property
+    def cloudformation(self) -> Any:
+        return self.own_scope.cloudformation
+
+    # What every scope shares
 
     @property
     def objects(self) -> Any:
         return self._objects.get()
-
-    @property
-    def functions(self) -> Any:
-        return self._functions.get()
-
-    @property
-    def firehose(self) -> Any:
-        return self._lazy_services["Firehose_20150804"].get()
-
-    @property
-    def logs(self) -> Any:
-        return self._lazy_services["Logs_20140328"].get()
-
-    @property
-    def ecr(self) -> Any:
-        return self._lazy_services["AmazonEC2ContainerRegistry_V20150921"].get()
-
-    @property
-    def ssm(self) -> Any:
-        return self._lazy_services["AmazonSSM"].get()
-
-    @property
-    def sns(self) -> Any:
-        return self._sns.get()
 
     @property
     def sts(self) -> Any:
@@ -132,27 +212,22 @@ class Services:
 
     @property
     def iam(self) -> Any:
-        return self._iam.get()
+        return self.account(self.default_scope.account).iam
 
     @property
     def principals(self) -> Any:
-        """IAM's users' keys and roles, for STS and --verify-signatures (without making IAM)."""
-        return self._principals.get()
+        """IAM's users' keys and roles of the server's account, for STS and --verify-signatures."""
+        return self.account(self.default_scope.account).principals
 
     def _resume(self) -> None:
         """Make, in the background, the services that have work to carry on after a restart: the
         object store (S3 event notifications recorded before it, lifecycle rules) when there are
-        buckets; Lambda (event source mapping pollers, asynchronous invocations) when there are
-        functions; Firehose (delivery workers) when there are delivery streams; CloudWatch Logs
-        (retention) when there are log groups. A request that needs one meanwhile waits for it."""
+        buckets, and in each scope those `ScopeServices.resume` names."""
         try:
             if _has_buckets(self.s3_root):
                 self._objects.get()
-            if any(self.store.documents(kind) for kind in ("function", "mapping", "lambda-async-event")):
-                self._functions.get()
-            for prefix, kind in (("Firehose_20150804", "firehose-stream"), ("Logs_20140328", "logs-group")):
-                if self.store.documents(kind):
-                    self._lazy_services[prefix].get()
+            for scope in self.scopes():
+                scope.resume()
         except Exception:  # e.g. the server closed meanwhile; what was not made is made on first use
             log.exception("could not resume the services at start-up")
 
@@ -160,12 +235,13 @@ class Services:
         from .s3.lifecycle_sweep import LifecycleSweeper
         from .s3.notifications import BucketNotifications
         from .s3.objects import ObjectStore
-        objects = ObjectStore(self.s3_root, self.settings.region)
+        objects = ObjectStore(self.s3_root, self.settings.region, default_owner=self.settings.account_id)
         # S3 event notifications: recorded by the object store inside each write, delivered through
         # the senders (SQS, SNS, Lambda's asynchronous invocation).
         notifications = BucketNotifications(objects.root, self.settings.account_id, self.destinations,
-                                            lambda arn: self.functions.function(arn),
-                                            lambda bucket: objects.bucket_info(bucket).region)
+                                            lambda arn: self.scope_of_arn(arn).functions.function(arn),
+                                            lambda bucket: objects.bucket_info(bucket).region,
+                                            lambda bucket: objects.bucket_info(bucket).owner)
         objects.notifications = notifications
         notifications.start()  # delivers what was recorded before a restart
         # S3 lifecycle rules: expired objects deleted, stale multipart uploads aborted.
@@ -175,138 +251,76 @@ class Services:
 
     def _make_s3(self) -> Any:
         from .s3.api import S3App
-        return S3App(self.objects, self.settings)
-
-    def _make_sqs(self) -> Any:
-        from .sqs.service import SqsService
-        return _checked(SqsService(self.settings, self.store, self.long_polls), "AmazonSQS")
-
-    def _make_functions(self) -> Any:
-        # SQS first: the pollers of SQS event source mappings resume as the Lambda service starts.
-        from .functions.service import LambdaService
-        functions = LambdaService(self.settings, self.store, self.kinesis, self.objects, self.destinations,
-                                  queues=self.sqs.consumers, files_dir=self._functions_files())
-        # Asynchronous invocations accepted before a restart resume, now that their destinations can be reached.
-        functions.async_invoker.start()
-        return functions
+        return S3App(self.objects, self.settings,
+                     lambda environ: self.cross_account.caller(environ, self.resolve(environ)))
 
     def _functions_files(self) -> str:
         """Where functions' code, layers and logs are kept: the data directory, or with --in-memory
-        a temporary directory of this server's (kept across resets, removed by `close`)."""
+        a temporary directory of this server's (kept across resets, removed by `close`). Other
+        scopes than the server's own keep theirs under `scopes/<account>/<region>` in it."""
         if not self.settings.in_memory:
             return self.settings.data_dir
         if self._functions_tmp is None:
             self._functions_tmp = tempfile.mkdtemp(prefix="kinesim-functions-")
         return self._functions_tmp
 
-    def _make_lambda_rest(self) -> Any:
-        from .protocol.rest import RestApp
-        return RestApp(self.functions, payload_type="application/json")
-
-    def _make_firehose(self) -> Any:
-        from firehose.service import FirehoseService
-        firehose = FirehoseService(self.settings, self.store, self.objects, self.kinesis,
-                                   lambda *args: self.functions.invoke_function(*args))
-        firehose.start()  # resumes delivery of what was buffered before a restart
-        return _checked(firehose, "Firehose_20150804")
-
-    def _make_logs(self) -> Any:
-        # CloudWatch Logs over the same files the Lambda runtime writes functions' logs to.
-        from .logs.service import LogsService
-        return _checked(LogsService(self.settings, self.store, self.functions.logs), "Logs_20140328")
-
-    def _make_ecr(self) -> Any:
-        # Amazon ECR: repositories only (no registry), for the templates that declare them.
-        from .ecr.service import EcrService
-        return _checked(EcrService(self.settings, self.store), "AmazonEC2ContainerRegistry_V20150921")
-
-    def _make_ssm(self) -> Any:
-        # Systems Manager Parameter Store (where the CDK keeps its bootstrap version).
-        from .ssm.service import SsmService
-        return _checked(SsmService(self.settings, self.store), "AmazonSSM")
-
-    def _make_sns(self) -> Any:
-        from .sns.service import SnsService
-        return SnsService(self.settings, self.store, self.destinations.send, self.functions.endpoint_url)
-
-    def _make_sns_app(self) -> Any:
-        from .sns.api import sns_app
-        return sns_app(self.sns)
-
     def _make_sts(self) -> Any:
         from .sts.service import StsService
-        return StsService(self.settings, self.store, self.principals)
+        return StsService(self.settings, self.store, lambda account: self.account(account).principals,
+                          self.resolve.account_of)
 
     def _make_sts_app(self) -> Any:
         from .sts.api import sts_app
         return sts_app(self.sts)
 
-    def _make_iam(self) -> Any:
-        from .iam.service import IamService
-        return IamService(self.settings, self.store)
+    def bucket_owner(self, bucket: str) -> str | None:
+        """The account that owns a bucket (None: no such bucket), for Kinesis channels."""
+        objects = self.objects
+        return objects.bucket_info(bucket).owner if objects.bucket_exists(bucket) else None
 
-    def _make_principals(self) -> Any:
-        from .iam.principals import Principals
-        return Principals(self.store, self.settings.account_id)
-
-    def _make_iam_app(self) -> Any:
-        from .iam.api import iam_app
-        return iam_app(self.iam)
-
-    def _cloudformation(self) -> tuple[Any, Any]:
-        from .cloudformation.api import cloudformation_app
-        from .cloudformation.service import CloudFormationService
-        from .functions.runtimes import runnable as runnable_runtimes
-        service = CloudFormationService(self.settings, self.store, self._read_object,
-                                        lambda: self.functions.endpoint_url, self._own_credentials, runnable_runtimes)
-        return service, cloudformation_app(service)
-
-    def _read_object(self, bucket: str, key: str) -> bytes:
+    def read_object(self, bucket: str, key: str) -> bytes:
         """An object's bytes (CloudFormation's TemplateURL): S3's errors as AwsError."""
         handle, _ = self.objects.open_object(bucket, key)
         with handle:
             return handle.read()
 
     def _register_senders(self) -> None:
-        """The in-process deliveries by ARN that SNS subscriptions and OnFailure destinations use:
-        to an SNS topic (a Publish), a Lambda function (an asynchronous invocation: the function is
+        """The in-process deliveries by ARN that SNS subscriptions, OnFailure destinations and S3
+        notifications use, each to the service of the ARN's account and region: to an SQS queue,
+        an SNS topic (a Publish), a Lambda function (an asynchronous invocation: the function is
         looked up first, so that a missing one is the sender's error) and a Firehose delivery
         stream (a PutRecord through Firehose's own checks). The trace header goes on to SNS and
         Lambda, which carry it as they do a request's (Firehose, like Kinesis, is not part of
         Lambda's recursive loop detection)."""
+        def to_sqs(arn: str, message: bytes, attributes: Any, trace_header: str | None) -> None:
+            self.scope_of_arn(arn).sqs.send_to_arn(arn, message, attributes, trace_header)
+
         def to_lambda(arn: str, message: bytes, attributes: Any, trace_header: str | None) -> None:
-            self.functions.function(arn)
-            self.functions.async_invoker.submit(arn, message, request_id(), trace_header)
+            functions = self.scope_of_arn(arn).functions
+            functions.function(arn)
+            functions.async_invoker.submit(arn, message, request_id(), trace_header)
 
         def to_firehose(arn: str, message: bytes, attributes: Any, trace_header: str | None) -> None:
             name = arn.split(":", 5)[5].partition("/")[2]
-            self.firehose.call("PutRecord", {"DeliveryStreamName": name, "Record": {"Data": message}}, cbor=True)
+            self.scope_of_arn(arn).firehose.call("PutRecord", {"DeliveryStreamName": name,
+                                                               "Record": {"Data": message}}, cbor=True)
 
         def to_sns(arn: str, message: bytes, attributes: Any, trace_header: str | None) -> None:
-            self.sns.call("Publish", {"TopicArn": arn, "Message": message.decode("utf-8", "replace"),
-                                      **(attributes or {})}, trace_header)
+            self.scope_of_arn(arn).sns.call("Publish", {"TopicArn": arn, "Message": message.decode("utf-8", "replace"),
+                                                        **(attributes or {})}, trace_header)
 
-        self.destinations.register("lambda", to_lambda)
-        self.destinations.register("firehose", to_firehose)
-        self.destinations.register("sns", to_sns)
+        for service, send in (("sqs", to_sqs), ("lambda", to_lambda), ("firehose", to_firehose), ("sns", to_sns)):
+            self.destinations.register(service, send)
 
     def close(self) -> None:
         """Stop what was started; a service never made has nothing to stop."""
         self._resuming.join()  # nothing is being made while the rest closes
-        self.sweeper.stop()
         objects = self._objects.if_made()
         if objects is not None:
             self.lifecycle_sweeper.stop()
             objects.notifications.close()
-        services = {prefix: lazy.if_made() for prefix, lazy in self._lazy_services.items()}
-        for made in (self._sns.if_made(), services["Firehose_20150804"]):
-            if made is not None:
-                made.close()
-        self.channel_delivery.close()
-        for made in (services["Logs_20140328"], services["AmazonSQS"], self._functions.if_made()):
-            if made is not None:
-                made.close()
-        self.kinesis.close()
+        for scope in self.scopes():
+            scope.close()
         self.store.close()
         if self._functions_tmp is not None:
             shutil.rmtree(self._functions_tmp, ignore_errors=True)
@@ -315,7 +329,7 @@ class Services:
 
     def reset(self, names: Iterable[str] = ()) -> tuple[str, ...]:
         """Leave the named services (all of them when none is named) as a freshly started server
-        has them, and answer their names; ValueError for a name that is no service's.
+        has them, in every scope, and answer their names; ValueError for a name that is no service's.
 
         Their background work is stopped and their resources deleted (from memory, the store and
         disk), then each is made again on its next use. The services that hold one of them
@@ -327,88 +341,135 @@ class Services:
         with self._reset_lock:
             self._resuming.join()
             remade = resets.with_holders(named)
-            if "cloudformation" in named and self.cloudformation.made:
-                resets.stop_stack_operations(self.cloudformation.service)
-            closers = self._closers()
-            closed = {name: self._made_of(name) for name in remade}
+            scopes = self.scopes()
+            if "cloudformation" in named:
+                for scope in scopes:
+                    if scope.cloudformation.made:
+                        resets.stop_stack_operations(scope.cloudformation.service)
+            closed = {(scope.scope, name): scope.made_of(name) for scope in scopes for name in remade
+                      if name not in _SHARED}
             for name in _CLOSE_ORDER:
-                if name in remade and closed[name] is not None:
-                    if name == "kinesis":
-                        resets.stop_kinesis(self.kinesis)
-                    closers[name](closed[name])
+                if name not in remade:
+                    continue
+                if name in _SHARED:
+                    self._close_shared(name)
+                    continue
+                for scope in scopes:
+                    made = closed[scope.scope, name]
+                    if made is not None:
+                        if name == "kinesis":
+                            resets.stop_kinesis(made)
+                        scope.close_for_reset(name, made)
             files = self._functions_tmp if self.settings.in_memory else self.settings.data_dir
-            resets.delete_state(self.store, named, self.s3_root, files, self._functions.if_made())
+            resets.delete_state(self.store, named, self.s3_root, files, [] if files is None else
+                                [(scope.files_dir, scope.functions_if_made()) for scope in scopes])
             for name in remade:
-                late = self._remake(name)
-                if late is not None and late is not closed[name]:  # made while the old one closed
-                    closers[name](late)
+                if name in _SHARED:
+                    self._remake_shared(name)
+                    continue
+                for scope in scopes:
+                    late = scope.remake(name)
+                    if late is not None and late is not closed[scope.scope, name]:  # made while the old one closed
+                        scope.close_for_reset(name, late)
             self._resume()
         log.info("reset %s", ", ".join(named))
         return named
 
-    def _made_of(self, name: str) -> Any:
-        """The service of that name if it was made (None: it has nothing to stop)."""
-        if name == "kinesis":
-            return self.kinesis
-        if name == "cloudformation":
-            return self.cloudformation.service if self.cloudformation.made else None
-        return self._lazy_of(name).if_made()
+    def _close_shared(self, name: str) -> None:
+        if name == "s3":
+            objects = self._objects.if_made()
+            if objects is not None:
+                self.lifecycle_sweeper.stop()
+                objects.notifications.close()
+        elif name == "sts" and self._sts.made:
+            getattr(self.sts, "close", lambda: None)()
 
-    def _lazy_of(self, name: str) -> Lazy:
-        return {"s3": self._objects, "lambda": self._functions, "sns": self._sns, "sts": self._sts,
-                "iam": self._iam}.get(name) or self._lazy_services[_TARGET_PREFIXES[name]]
-
-    def _closers(self) -> dict[str, Callable[[Any], None]]:
-        """How each service's background work stops, as `close` stops it."""
-        def objects(made: Any) -> None:
-            self.lifecycle_sweeper.stop()
-            made.notifications.close()
-
-        def kinesis(made: Any) -> None:
-            self.channel_delivery.close()
-            self.sweeper.stop()
-            made.close()
-
-        closers: dict[str, Callable[[Any], None]] = {
-            name: lambda made: getattr(made, "close", lambda: None)() for name in _CLOSE_ORDER}
-        closers.update(s3=objects, kinesis=kinesis, cloudformation=lambda made: None)
-        return closers
-
-    def _remake(self, name: str) -> Any:
-        """Have the service of that name made anew (Kinesis at once, the others on first use);
-        what was made until now, if anything."""
-        if name == "kinesis":
-            self.kinesis = KinesisService(self.settings, self.store, self.long_polls)
-            self.services[self.kinesis.target_prefix] = self.kinesis
-            self.channel_delivery = channel_delivery.attach(
-                self.kinesis, lambda bucket: self.objects.bucket_exists(bucket),
-                lambda *args, **kwargs: self.objects.put_object(*args, **kwargs))
-            self.channel_delivery.start()
-            self.sweeper = Sweeper(self.kinesis, self.settings.retention_sweep_s)
-            self.sweeper.start()
-            return None
-        if name == "cloudformation":
-            return self.cloudformation.forget()
-        app = {"s3": self.s3, "lambda": self.lambda_rest, "sns": self.query_apps["sns"],
-               "sts": self.query_apps["sts"], "iam": self.query_apps["iam"]}.get(name)
-        if app is not None:
-            app.forget()
-            return self._lazy_of(name).forget()
-        return self.services[_TARGET_PREFIXES[name]].forget()  # the stand-in forgets its cached methods
+    def _remake_shared(self, name: str) -> None:
+        if name == "s3":
+            self.s3.forget()
+            self._objects.forget()
+        elif name == "sts":
+            self.query_apps["sts"].forget()
+            self._sts.forget()
+        elif name == "iam":
+            for account in list(self._accounts.values()):
+                account.forget()
 
 
 # The order services stop in (`close`'s): those that call others first, Kinesis last.
 _CLOSE_ORDER = ("cloudformation", "s3", "sns", "firehose", "logs", "sqs", "lambda", "ecr", "ssm", "iam", "sts",
                 "kinesis")
-_TARGET_PREFIXES = {"sqs": "AmazonSQS", "firehose": "Firehose_20150804", "logs": "Logs_20140328",
-                    "ecr": "AmazonEC2ContainerRegistry_V20150921", "ssm": "AmazonSSM"}
+# The services every scope shares (the root's); the others are each scope's.
+_SHARED = frozenset(("s3", "sts", "iam"))
 
 
-def _checked(service: Any, target_prefix: str) -> Any:
-    """`service`, made for the stand-in routed by `target_prefix`, whose prefix it must have."""
-    if service.target_prefix != target_prefix:
-        raise RuntimeError(f"{type(service).__name__} answers {service.target_prefix}, not {target_prefix}")
-    return service
+class _Account:
+    """What belongs to a whole account rather than to one of its regions: IAM (its users, roles and
+    policies, and the keys of its users, which tell a request's account: `scopes.Resolver`)."""
+
+    def __init__(self, root: Services, account: str):
+        own = account == root.default_scope.account
+        self.store = root.store if own else ScopedStore(root.store, prefix(account, ""))
+        self.settings = dataclasses.replace(root.settings, account_id=account)
+        self._iam = Lazy(self._make_iam)
+        self._principals = Lazy(self._make_principals)
+        self.app = LazyApp(Lazy(self._make_app))
+
+    @property
+    def iam(self) -> Any:
+        return self._iam.get()
+
+    @property
+    def principals(self) -> Any:
+        """IAM's users' keys and roles (without making IAM)."""
+        return self._principals.get()
+
+    def _make_iam(self) -> Any:
+        from .iam.service import IamService
+        return IamService(self.settings, self.store)
+
+    def _make_principals(self) -> Any:
+        from .iam.principals import Principals
+        return Principals(self.store, self.settings.account_id)
+
+    def _make_app(self) -> Any:
+        from .iam.api import iam_app
+        return iam_app(self.iam)
+
+    def forget(self) -> None:
+        self.app.forget()
+        self._iam.forget()
+
+
+class ScopedApp:
+    """Stands in for a per-scope WSGI app in the edge's routing: each call goes to the app of the
+    request's scope (`app_of(root.scope_of(environ))`). What does not depend on the scope (whether
+    a request is the app's, the shape of its errors) is the server's own scope's app's answer.
+    `might_accept(environ)`, when given, answers `accepts` for requests that cannot be the app's
+    without making it."""
+
+    def __init__(self, root: Services, app_of: Callable[[ScopeServices], Any],
+                 might_accept: Callable[[dict[str, Any]], bool] | None = None):
+        self._root = root
+        self._app_of = app_of
+        self._might_accept = might_accept
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        try:
+            app = self._app_of(self._root.scope_of(environ))
+        except AwsError as err:  # no services for the request's scope (too many pairs)
+            status, headers, body = self.error_answer(err, environ)
+            start_response(status, headers + [("Content-Length", str(len(body)))])
+            return [body]
+        return app(environ, start_response)
+
+    def accepts(self, environ: dict[str, Any]) -> bool:
+        if self._might_accept is not None and not self._might_accept(environ):
+            return False
+        return self._app_of(self._root.own_scope).accepts(environ)
+
+    def error_answer(self, err: Any, environ: dict[str, Any] | None = None) -> tuple[str, list, bytes]:
+        return self._app_of(self._root.own_scope).error_answer(err, environ)
 
 
 def _has_buckets(s3_root: str) -> bool:

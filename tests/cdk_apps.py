@@ -22,9 +22,10 @@ def cdk_tools():
 
 def cdk_env(tool_server, cdk_tools, home: Path, **extra: str) -> dict[str, str]:
     info = server_info(tool_server.url)
-    return tool_env(tool_server.url, home, AWS_REGION=info["region"], AWS_DEFAULT_REGION=info["region"],
-                    NODE_PATH=cdk_tools.node_modules,
-                    PATH=f"{Path(cdk_tools.node).parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra)
+    return tool_env(tool_server.url, home, **{"AWS_REGION": info["region"], "AWS_DEFAULT_REGION": info["region"],
+                                              "NODE_PATH": cdk_tools.node_modules,
+                                              "PATH": f"{Path(cdk_tools.node).parent}{os.pathsep}"
+                                                      f"{os.environ.get('PATH', '')}", **extra})
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,11 @@ def server(base, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lambda_client(server):
-    return client_for(server.url, "lambda")
+    lam = client_for(server.url, "lambda")
+    # Lambda made before any sentinel is placed: starting, it removes the directories of functions
+    # it does not have, which the sentinels' would be.
+    lam.list_functions()
+    return lam
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import client_for, make_service
 from kinesim.config import Settings
-from kinesim.kinesis.service import OPERATIONS, UID_COUNTER, KinesisService
+from kinesim.kinesis.service import OPERATIONS, KinesisService
+from kinesim.kinesis.uids import UID_COUNTER
 from kinesim.protocol.errors import AwsError
 from kinesim.server import ServerProcess, free_port
 from kinesim.store import Store

@@ -481,7 +481,7 @@ def test_an_object_written_again_after_a_crash_replaces_itself(tmp_path):
 
     svc = make_service(tmp_path, firehose_interval_scale=0.01)
     written: dict[tuple[str, str], bytes] = {}
-    delivery = channel_delivery.attach(svc, lambda bucket: True,
+    delivery = channel_delivery.attach(svc, lambda bucket: ACCOUNT,
                                        lambda bucket, key, data: written.__setitem__((bucket, key), data))
     try:
         svc.call("CreateStream", {"StreamName": "s", "StreamModeDetails": {"StreamMode": "ON_DEMAND"}}, cbor=True)

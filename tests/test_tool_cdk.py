@@ -11,6 +11,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -76,3 +77,27 @@ def test_cdk_bootstrap_deploy_and_destroy(tool_server, cdk_tools, bootstrapped, 
     assert kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE"
     (toolkit,) = cfn.describe_stacks(StackName=TOOLKIT_STACK)["Stacks"]
     assert toolkit["StackStatus"] == "CREATE_COMPLETE"
+
+
+def test_cdk_bootstrap_of_two_environments(tool_server, cdk_tools, tmp_path):
+    """`cdk bootstrap` of two accounts in two regions (issue 34): each environment gets its own
+    CDKToolkit stack, staging bucket and version parameter, as on AWS. The CLI's credentials are
+    the environment's account (a 12-digit key id is the account in kinesim)."""
+    for account, region in (("111111111111", "eu-west-1"), ("222222222222", "us-west-2")):
+        env = cdk_env(tool_server, cdk_tools, tmp_path / account, AWS_ACCESS_KEY_ID=account,
+                      AWS_REGION=region, AWS_DEFAULT_REGION=region)
+        run_tool([cdk_tools.node, cdk_tools.cli, "bootstrap", f"aws://{account}/{region}", "--no-notices"],
+                 env, cwd=tmp_path / account)
+    for account, region in (("111111111111", "eu-west-1"), ("222222222222", "us-west-2")):
+        kw = dict(endpoint_url=tool_server.url, region_name=region, aws_access_key_id=account,
+                  aws_secret_access_key="x")
+        stack = boto3.client("cloudformation", **kw).describe_stacks(StackName=TOOLKIT_STACK)["Stacks"][0]
+        assert stack["StackId"].startswith(f"arn:aws:cloudformation:{region}:{account}:stack/{TOOLKIT_STACK}/")
+        bucket = next(o["OutputValue"] for o in stack["Outputs"] if o["OutputKey"] == "BucketName")
+        assert bucket == f"cdk-hnb659fds-assets-{account}-{region}"
+        boto3.client("s3", **kw).head_bucket(Bucket=bucket)
+        boto3.client("ssm", **kw).get_parameter(Name="/cdk-bootstrap/hnb659fds/version")
+        # the other environment's bucket is not this account's
+        other = "222222222222" if account == "111111111111" else "111111111111"
+        names = [b["Name"] for b in boto3.client("s3", **kw).list_buckets()["Buckets"]]
+        assert bucket in names and not any(other in name for name in names)

@@ -266,7 +266,7 @@ def test_overview_rows(tmp_path):
         for key, size in (("a", 10), ("b/c", 20), ("b/d/e", 30)):
             s3.put_object(Bucket="full-one", Key=key, Body=b"x" * size)
         s3.put_object(Bucket="single-one", Key="only", Body=b"x")
-        rows = {r["name"]: r for r in buckets.overview_rows(server.edge)["buckets"]}
+        rows = {r["name"]: r for r in buckets.overview_rows(server.edge.own_scope)["buckets"]}
         assert set(rows) == {"empty-one", "full-one", "single-one"}
         assert rows["full-one"]["figures"] == {"objects": 3, "bytes": 60}
         assert rows["full-one"]["href"] == "/_kinesim/console/buckets/full-one"

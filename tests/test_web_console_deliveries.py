@@ -213,7 +213,7 @@ def test_overview_rows(tmp_path):
         firehose, s3 = client_for(server.url, "firehose"), client_for(server.url, "s3", s3={"addressing_style": "path"})
         name, _ = new_stream(firehose, s3, **SLOW)
         firehose.put_record(DeliveryStreamName=name, Record={"Data": b"12345"})
-        [row] = deliveries.overview_rows(server.edge)["delivery-streams"]
+        [row] = deliveries.overview_rows(server.edge.own_scope)["delivery-streams"]
         assert row["name"] == name and row["state"] == "ACTIVE"
         assert row["href"] == f"/_kinesim/console/delivery-streams/{name}"
         assert row["figures"]["buffered"] == 1 and row["figures"]["delivered"] == 0 and row["figures"]["failed"] == 0

@@ -277,7 +277,7 @@ def test_overview_rows_of_streams_and_channels(tmp_path):
             S3DestinationConfiguration={"StorageConfiguration": {
                 "BucketARN": "arn:aws:s3:::channel-sink", "ExpectedBucketOwner": "000000000000", "CompressionType": "NONE"}})
         put(kinesis, "plain", b"one")
-        rows = console_streams.overview_rows(srv.edge)
+        rows = console_streams.overview_rows(srv.edge.own_scope)
         by_name = {r["name"]: r for r in rows["streams"]}
         assert set(by_name) == {"plain", "demand"}
         assert by_name["plain"]["href"] == "/_kinesim/console/streams/plain"

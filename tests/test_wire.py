@@ -20,6 +20,7 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 from botocore.exceptions import EventStreamError
 from botocore.parsers import ResponseParserError, create_parser
 
+from kinesim import scopes
 from kinesim.protocol import auth, codec, eventstream
 from kinesim.protocol.errors import AwsError
 
@@ -305,12 +306,24 @@ def _signed_headers(region: str = "eu-west-2") -> dict[str, str]:
     return {k.lower(): v for k, v in req.headers.items()}
 
 
+def _credential(headers: dict[str, str], query: str = "") -> list[str]:
+    """The credential's parts as the edge reads them (kinesim.scopes) from these headers."""
+    authorization = headers.get("authorization") or headers.get("Authorization")
+    return scopes.credential({"QUERY_STRING": query, **({"HTTP_AUTHORIZATION": authorization} if authorization
+                                                        else {})}) or []
+
+
+def _region(headers: dict[str, str], query: str = "") -> str | None:
+    parts = _credential(headers, query)
+    return parts[2] if len(parts) > 2 and parts[2] else None
+
+
 def test_botocore_signed_request_passes_and_names_its_region():
     headers = _signed_headers()
     assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
     assert auth.check_auth("POST", headers, "") is None
-    assert auth.region_from_auth(headers) == "eu-west-2"
-    assert auth.access_key_from_auth(headers) == "AKIDEXAMPLE"
+    assert _region(headers) == "eu-west-2"
+    assert _credential(headers)[0] == "AKIDEXAMPLE"
 
 
 def test_any_signature_is_accepted():
@@ -318,7 +331,7 @@ def test_any_signature_is_accepted():
                                 "SignedHeaders=host;x-amz-date, Signature=not-even-hex",
                "X-Amz-Date": "20260101T000000Z"}
     assert auth.check_auth("POST", headers, "") is None  # mixed-case keys in a plain dict work too
-    assert auth.region_from_auth(headers) == "us-east-1"
+    assert _region(headers) == "us-east-1"
 
 
 def test_missing_authentication_token():
@@ -416,7 +429,7 @@ def test_complete_query_auth_passes_and_names_its_region():
     query = ("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKID%2F20260101%2Fap-south-1%2Fkinesis%2Faws4_request"
              "&X-Amz-Signature=c&X-Amz-SignedHeaders=host&X-Amz-Date=20260101T000000Z")
     assert auth.check_auth("POST", dict(JSON_HEADERS), query) is None
-    assert auth.region_from_auth(dict(JSON_HEADERS), query) == "ap-south-1"
+    assert _region(dict(JSON_HEADERS), query) == "ap-south-1"
 
 
 @pytest.mark.parametrize("headers", [
@@ -425,8 +438,8 @@ def test_complete_query_auth_passes_and_names_its_region():
     {"authorization": "AWS4-HMAC-SHA256 Credential=AKIDONLY, SignedHeaders=host, Signature=x"},
     {"authorization": "AWS4-HMAC-SHA256 Credential=AKID/20260101//kinesis/aws4_request"},
 ])
-def test_region_from_auth_absent(headers):
-    assert auth.region_from_auth(headers) is None
+def test_region_absent(headers):
+    assert _region(headers) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,6 +72,11 @@ class CustomResponses:
         with self._lock:
             self._pending.pop(token, None)
 
+    def awaits(self, token: str) -> bool:
+        """Whether a request of this engine has that token (each scope's engine has its own)."""
+        with self._lock:
+            return token in self._pending
+
     def deliver(self, token: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         """A provider's PUT: the HTTP status, headers and body to answer it with, as S3 would."""
         with self._lock:

@@ -84,8 +84,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="template parameter values, as KEY=VALUE or ParameterKey=KEY,ParameterValue=VALUE")
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT,
                         help=f"the kinesim server (default: $AWS_ENDPOINT_URL, else {DEFAULT_ENDPOINT})")
-    parser.add_argument("--region", help="the value of AWS::Region (default: the server's region, which is "
-                                         "the one in its ARNs; else $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)")
+    parser.add_argument("--region", help="the region to deploy into, the value of AWS::Region (default: "
+                                         "$AWS_REGION, $AWS_DEFAULT_REGION, else the server's --region); the "
+                                         "account is that of the credentials, as for the AWS CLI")
     parser.add_argument("--delete", action="store_true",
                         help="delete the stack and every resource it made, dependents first")
     parser.add_argument("--no-lint", dest="lint", action="store_false",
@@ -208,16 +209,18 @@ def make_target(args: argparse.Namespace, health: dict[str, Any] | None = None) 
     from .resources import service_clients, target_for
     from .stack import stack_name_for
     health = server_settings(args.endpoint_url) if health is None else health
-    # A kinesim server is one region: its own (in every ARN it returns) is the natural default.
-    region = args.region or health.get("region") or os.environ.get("AWS_REGION") \
-        or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    # The region and account the stack goes into are those of the credentials, as for the AWS CLI
+    # (kinesim keeps each apart): the region from --region or the environment, else the server's.
+    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") \
+        or health.get("region") or "us-east-1"
     # kinesim accepts any credentials; a machine without an AWS profile can deploy all the same.
     credentials = {} if boto3.Session(region_name=region).get_credentials() \
         else {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
     clients = service_clients(args.endpoint_url, region, credentials)
+    account = boto3.Session(region_name=region).client("sts", endpoint_url=args.endpoint_url, **credentials) \
+        .get_caller_identity()["Account"]
     return target_for(clients, stack_name=args.stack_name or stack_name_for(project_template(args.template)),
-                      region=region, account_id=str(health.get("account_id") or "000000000000"),
-                      partition=partition_of(region))
+                      region=region, account_id=account, partition=partition_of(region))
 
 
 if __name__ == "__main__":

@@ -199,7 +199,9 @@ class StackClient:
                           f"(aws cloudformation describe-stack-events --stack-name {self.name} shows how far it is)")
 
     def _log(self, since: int) -> dict[str, Any] | None:
-        url = f"{self.endpoint_url}/_kinesim/stacks/{urllib.parse.quote(self.name, safe='')}/log?since={since}"
+        where = urllib.parse.urlencode({"since": since, "account": self.target.account_id,
+                                        "region": self.target.region})
+        url = f"{self.endpoint_url}/_kinesim/stacks/{urllib.parse.quote(self.name, safe='')}/log?{where}"
         try:
             with urllib.request.urlopen(url, timeout=30) as response:
                 return json.loads(response.read())

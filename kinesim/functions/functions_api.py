@@ -149,8 +149,11 @@ def code_location(svc: LambdaService, fn: dict[str, Any], context: RequestContex
     if fn.get("HotReload"):
         return {"RepositoryType": "S3"}
     host = context.host or svc.endpoint_url.split("//", 1)[1]
-    # AWS hands out a pre-signed S3 URL; ours serves the package as uploaded from this server.
-    return {"RepositoryType": "S3", "Location": f"http://{host}/_kinesim/functions/{fn['FunctionName']}/code.zip"}
+    # AWS hands out a pre-signed S3 URL; ours serves the package as uploaded from this server (the
+    # function's account and region say which function of that name).
+    where = f"account={svc.settings.account_id}&region={svc.settings.region}"
+    return {"RepositoryType": "S3",
+            "Location": f"http://{host}/_kinesim/functions/{fn['FunctionName']}/code.zip?{where}"}
 
 
 def _apply_settings(cfg: dict[str, Any], p: dict[str, Any]) -> None:

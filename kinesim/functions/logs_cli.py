@@ -32,6 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--timestamps", action="store_true", help="prefix each line with its UTC time and log stream")
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT,
                         help=f"the kinesim server (default: $AWS_ENDPOINT_URL, else {DEFAULT_ENDPOINT})")
+    parser.add_argument("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+                        or "us-east-1", help="the function's region (default: $AWS_REGION, $AWS_DEFAULT_REGION, "
+                                             "else us-east-1); its account is that of your credentials")
     return parser
 
 
@@ -45,14 +48,17 @@ def since_ms(text: str, now: float | None = None) -> int:
     return int((now - int(match[1]) * _UNITS[match[2]]) * 1000)
 
 
-def _clients(endpoint: str) -> tuple:
+def _clients(endpoint: str, region: str) -> tuple:
     import boto3
     from botocore.config import Config
 
-    # kinesim checks a signature's shape, not its secret.
-    kw = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="kinesim",
-              aws_secret_access_key="kinesim", config=Config(retries={"max_attempts": 1}))
-    return boto3.client("logs", **kw), boto3.client("lambda", **kw)
+    # The caller's credentials, which say the account (kinesim checks a signature's shape, not its
+    # secret: without any, those of the server's own account).
+    session = boto3.Session(region_name=region)
+    credentials = {} if session.get_credentials() else {"aws_access_key_id": "kinesim",
+                                                        "aws_secret_access_key": "kinesim"}
+    kw = dict(endpoint_url=endpoint, config=Config(retries={"max_attempts": 1}), **credentials)
+    return session.client("logs", **kw), session.client("lambda", **kw)
 
 
 def _missing(lam, name: str, endpoint: str) -> str | None:
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace, out=sys.stdout) -> int:
         return 2
     if args.filter_pattern:
         request["filterPattern"] = args.filter_pattern
-    logs, lam = _clients(endpoint)
+    logs, lam = _clients(endpoint, args.region)
     # As `aws logs tail --follow`: page through, then ask again from the newest timestamp printed,
     # skipping the events of that millisecond already printed (by eventId).
     newest, printed_at_newest = request["startTime"], set()

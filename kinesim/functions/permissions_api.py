@@ -5,8 +5,9 @@ unqualified function), so it lives and dies with the function and survives resta
 are built as Lambda builds them: the principal and conditions shaped as in AWS's answers
 (LocalStack's recorded AWS answers, tests/aws/services/lambda_/test_lambda_api.snapshot.json).
 
-kinesim does not enforce resource policies (nor IAM): the policy is kept and shown, and an
-invocation is allowed whatever it says.
+Within its account kinesim does not enforce the policy (nor IAM): it is kept and shown, and an
+invocation is allowed whatever it says. It decides the calls of other accounts
+(kinesim/cross_account.py, through `policy_document`).
 """
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ def remove_permission(svc: LambdaService, p: dict[str, Any], context: RequestCon
     return {}
 
 
-def get_policy(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+def get_policy(svc: LambdaService, p: dict[str, Any], context: RequestContext | None) -> dict[str, Any]:
     try:
         name, key = _target(svc, p, reading=True)
     except AwsError as err:
@@ -160,3 +161,11 @@ def get_policy(svc: LambdaService, p: dict[str, Any], context: RequestContext) -
         raise _not_found()
     document = {"Version": "2012-10-17", "Id": "default", "Statement": policy["Statements"]}
     return {"Policy": json.dumps(document), "RevisionId": _revision(fn, key)}
+
+
+def policy_document(svc: LambdaService, ref: str, qualifier: str | None = None) -> str | None:
+    """The policy of a function (or of its version or alias) as GetPolicy answers it; None: none."""
+    try:
+        return get_policy(svc, {"FunctionName": ref, "Qualifier": qualifier}, None)["Policy"]
+    except AwsError:
+        return None

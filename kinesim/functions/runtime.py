@@ -219,9 +219,10 @@ class FunctionRuntime:
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
             "LAMBDA_TASK_ROOT": fn["CodeDir"],
-            # credentials of the right shape: kinesim checks their shape only
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_ACCESS_KEY": "test",
+            # Credentials of the right shape (kinesim checks their shape only) whose key id is the
+            # function's account, so that its SDK's calls land there (kinesim/scopes.py).
+            "AWS_ACCESS_KEY_ID": self.account_id,
+            "AWS_ACCESS_KEY": self.account_id,
             "AWS_SECRET_ACCESS_KEY": "test",
             "AWS_SESSION_TOKEN": "test",
         })

@@ -191,6 +191,11 @@ class LambdaService:
             raise resource_not_found(f"Function not found: {arn}:{qualifier}" if qualifier else f"Function not found: {arn}")
         return name, qualifier
 
+    def resource_policy(self, ref: str, qualifier: str | None = None) -> str | None:
+        """The policy of the function a reference names (None: none, or no such function)."""
+        from .permissions_api import policy_document
+        return policy_document(self, ref, qualifier)
+
     # functions
 
     def function(self, ref: str, qualifier: str | None = None, *, route: bool = False) -> dict[str, Any]:

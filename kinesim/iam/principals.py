@@ -5,15 +5,18 @@ composition root (`services.py`), never by reaching into the IAM service.
   the configured credentials and STS's (an Inactive or deleted key is not in it: refused as a key
   AWS does not know).
 - `key_identity`: the user an Active key belongs to, as STS's GetCallerIdentity answers for it.
-- `role`: a role of the account by its ARN (STS's AssumeRole answers with its RoleId).
+- `role`: a role of the account by its ARN (STS's AssumeRole answers with its RoleId), or by its
+  name (`role_by_name`: a resource policy names an assumed role's session by the role's ARN).
 
 It reads the store's IAM documents directly, without the IAM service's model or lock (reads of
 whole documents), so that asking does not make the IAM service.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from kinesim.scopes import account_of_key
 
 from .records import Table
 
@@ -44,6 +47,9 @@ class Principals:
             return None
         return {"UserId": user["UserId"], "Account": self.account, "Arn": user["Arn"]}
 
+    def role_by_name(self, name: str) -> dict[str, Any] | None:
+        return self.roles.get(name)
+
     def role(self, role_arn: str) -> dict[str, Any] | None:
         """The account's role whose ARN is `role_arn` (its path and name as IAM has them)."""
         name = role_arn.rsplit("/", 1)[-1]
@@ -66,3 +72,27 @@ class _ActiveSecrets(Mapping[str, str]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+class EveryAccountsSecrets(Mapping[str, str]):
+    """The secrets of the Active keys of every account's IAM users, for --verify-signatures: a key
+    kinesim made carries its account (kinesim.scopes), so one lookup finds it; a key made before
+    keys carried it is the server's account's (`own`)."""
+
+    def __init__(self, own: Principals, principals_of: Callable[[str], Principals]):
+        self.own = own
+        self.principals_of = principals_of
+
+    def __getitem__(self, key_id: str) -> str:
+        if key_id in self.own.secrets:
+            return self.own.secrets[key_id]
+        account = account_of_key(key_id)
+        if account is None or account == self.own.account:
+            raise KeyError(key_id)
+        return self.principals_of(account).secrets[key_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.own.secrets)
+
+    def __len__(self) -> int:
+        return len(self.own.secrets)

@@ -14,6 +14,7 @@ import os
 from typing import Any, Callable
 
 from kinesim.protocol.errors import AwsError
+from kinesim.scopes import key_id
 
 from . import documents
 from .entity_policies import EntityKind, EntityPolicies
@@ -137,8 +138,9 @@ class Users:
         user = self._named_user(p)
         if len(self._keys_of(user["UserName"])) >= ACCESS_KEYS_PER_USER:
             raise limit_exceeded(f"Cannot exceed quota for AccessKeysPerUser: {ACCESS_KEYS_PER_USER}")
-        # long-term keys begin AKIA (temporary ones ASIA); secrets are 40 base64 characters
-        key = {"UserName": user["UserName"], "AccessKeyId": unique_id("AKIA")[:20],
+        # long-term keys begin AKIA (temporary ones ASIA) and carry their account as AWS's do
+        # (kinesim.scopes); secrets are 40 base64 characters
+        key = {"UserName": user["UserName"], "AccessKeyId": key_id("AKIA", self.account),
                "SecretAccessKey": base64.b64encode(os.urandom(30)).decode(), "Status": "Active", "CreateDate": now()}
         self.keys.put(key["AccessKeyId"], key)
         return {"AccessKey": key}

@@ -194,7 +194,7 @@ class ChannelDelivery:
                 worker.start()
 
 
-def attach(kinesis: Any, bucket_exists: Callable[[str], bool],
+def attach(kinesis: Any, bucket_owner: Callable[[str], str | None],
            put_object: Callable[..., Any]) -> ChannelDelivery:
     """Give `kinesis` its channels (`kinesis.channels`, what the channel operations use) and
     return their delivery supervisor, not started. The callables are the object store's."""
@@ -203,5 +203,5 @@ def attach(kinesis: Any, bucket_exists: Callable[[str], bool],
         # "No backfill": records put after the channel is ACTIVE (developer guide).
         return None if stream is None else starting_checkpoint(kinesis, stream, "LATEST")
 
-    kinesis.channels = Channels(kinesis.settings, kinesis.store, bucket_exists, start_reading)
+    kinesis.channels = Channels(kinesis.settings, kinesis.store, bucket_owner, start_reading)
     return ChannelDelivery(kinesis, kinesis.channels, put_object)

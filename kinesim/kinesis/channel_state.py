@@ -88,14 +88,14 @@ class Channel:
 
 
 class Channels:
-    """The account's channels. `bucket_exists(name)` is the object store's (passed in by the
-    edge: the Kinesis package does not import S3's). `start_reading(stream_name)` gives a
+    """The account's channels. `bucket_owner(name)` is the account that owns a bucket (None: no such
+    bucket), from the object store (passed in by the edge: the Kinesis package does not import S3's). `start_reading(stream_name)` gives a
     stream's checkpoint at LATEST (None: no such stream), where a new channel starts."""
 
-    def __init__(self, settings: Any, store: Any, bucket_exists: Callable[[str], bool],
+    def __init__(self, settings: Any, store: Any, bucket_owner: Callable[[str], str | None],
                  start_reading: Callable[[str], Checkpoint | None]):
         self.settings, self.store = settings, store
-        self.bucket_exists, self.start_reading = bucket_exists, start_reading
+        self.bucket_owner, self.start_reading = bucket_owner, start_reading
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)  # the delivery worker waits on it
         self.by_name: dict[str, Channel] = {
@@ -160,9 +160,10 @@ class Channels:
         dlq = channel.s3["DeadLetterQueueS3Configuration"]
         for role, bucket, owner in (("destination", channel.bucket, storage["ExpectedBucketOwner"]),
                                     ("dead-letter queue", channel.error_bucket, dlq["ExpectedBucketOwner"])):
-            if not self.bucket_exists(bucket):
+            actual = self.bucket_owner(bucket)
+            if actual is None:
                 return self.fail(channel, f"The {role} bucket {bucket} does not exist.", save=False)
-            if owner != self.settings.account_id:
+            if owner != actual:
                 return self.fail(channel, f"Access denied to the {role} bucket {bucket}: it is not owned by "
                                           f"the expected bucket owner {owner}.", save=False)
         checkpoint = self.start_reading(channel.stream_name)

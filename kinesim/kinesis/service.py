@@ -6,7 +6,6 @@ its concern (streams, records, iterators, ...), named in the table of `operation
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Callable
@@ -23,10 +22,7 @@ from .operations import OPERATIONS
 from .queues import QueueRegistry
 from .resharding import apply_pending
 from .throughput import Meter
-
-# The "meta" document that keeps the next shard uid: a uid is never given out twice, not even
-# across restarts (iterators and checkpoints name a shard by its uid).
-UID_COUNTER = "next-shard-uid"
+from .uids import ShardUids
 
 log = logging.getLogger("kinesim.kinesis")
 
@@ -35,19 +31,24 @@ class KinesisService(JsonService):
     operations = OPERATIONS
     target_prefix = "Kinesis_20131202"
 
-    def __init__(self, settings: Settings, store: Store, long_polls: LongPolls | None = None):
+    def __init__(self, settings: Settings, store: Store, long_polls: LongPolls | None = None,
+                 uids: ShardUids | None = None):
         self.settings = settings
         self.store = store
         # Shared with SQS by the server (one cap for every long poll); a service of its own in tests.
         self.long_polls = long_polls or LongPolls(settings.max_long_polls)
         self.validator = ModelValidator("kinesis")
-        # Lock order: a stream's `lock` first, then `self.lock`, then `_uid_lock`; never the other
-        # way round. Resharding holds its stream's lock and takes `self.lock` to check the account's
-        # shard count; deletion (`drop`) does the same. So whoever holds `self.lock` (CreateStream)
-        # must not wait for a stream's lock, and the uid counter has a leaf lock of its own.
+        # Lock order: a stream's `lock` first, then `self.lock`, then `_uid_lock`, then the uid
+        # counter's; never the other way round. Resharding holds its stream's lock and takes
+        # `self.lock` to check the account's shard count; deletion (`drop`) does the same. So whoever
+        # holds `self.lock` (CreateStream) must not wait for a stream's lock.
         self.lock = threading.RLock()  # the streams map: creation/deletion, account-wide shard counts
         self._uid_lock = threading.Lock()
         self._closed = False  # no uid is given out once closed (`close`)
+        if uids is None:  # a service of its own (tests): the server shares one among its scopes
+            uids = ShardUids(store)
+            uids.finish_interrupted_drops()
+        self.uids = uids
         self._timers: list[threading.Timer] = []
         self.streams: dict[str, Stream] = {}
         for doc in store.documents("stream").values():
@@ -55,18 +56,14 @@ class KinesisService(JsonService):
             for shard in stream.shards:
                 shard.next_index = max(shard.next_index, (store.last_index(shard.uid) or 0) + 1)
             self.streams[stream.name] = stream
-        meta = store.documents("meta")
-        self._next_uid = self._saved_next_uid = meta.get(UID_COUNTER, 1)
-        self.iterator_key: bytes = bytes.fromhex(meta["iterator-key"]) if "iterator-key" in meta else os.urandom(32)
-        if "iterator-key" not in meta:
-            store.put_document("meta", "iterator-key", self.iterator_key.hex())
-        self.account_settings: dict[str, Any] = meta.get("account-settings", {})
+        self.iterator_key: bytes = uids.iterator_key
+        self.account_settings: dict[str, Any] = store.document("meta", "account-settings") or {}
         self.policies: dict[str, str] = store.documents("policy")
         self.meter = Meter()
         # Records and bytes of data put per second, per shard uid (the web console's write rates):
         # one `add` per shard per put request, forgotten with the stream (`drop`).
         self.write_rates = SeriesMap(("records", "bytes"))
-        self._finish_interrupted_drops()
+        self._forget_orphan_policies()
         self.queues = QueueRegistry(self)  # Kinesis queues and their delivery state (queues.py)
         # Kinesis channels: given by channel_delivery.attach, with the object store's calls the edge
         # passes in (a server without an object store has none).
@@ -248,7 +245,7 @@ class KinesisService(JsonService):
 
         Document, policies, records: each goes in transactions of its own. After a kill -9 part
         way, the stream is gone and the next start deletes what is left of it
-        (`_finish_interrupted_drops`)."""
+        (`ShardUids.finish_interrupted_drops`, `_forget_orphan_policies`)."""
         with self.lock:
             if self.streams.get(stream.name) is stream:
                 del self.streams[stream.name]
@@ -262,42 +259,19 @@ class KinesisService(JsonService):
                 shard.notify()
 
     def new_shard_uid(self) -> int:
-        """A uid for a new shard. Durable once a document names it (see `_save_uid_counter`)."""
+        """A uid for a new shard. Durable once a document names it (see `ShardUids.save`)."""
         with self._uid_lock:
             if self._closed:
                 raise AwsError("ServiceUnavailable", "The service is stopping or being reset; try again.", 503)
-            uid = self._next_uid
-            self._next_uid += 1
-            return uid
+            return self.uids.new()
 
     def _save_uid_counter(self) -> None:
-        """Store the uid counter if uids were given out since it was last stored. Called before
-        any document naming a new uid is written, so that no later run hands that uid out again:
-        the highest uids may belong to a stream deleted since, whose iterators and checkpoints
-        must not apply to a new shard. One small write per CreateStream or reshard."""
-        with self._uid_lock:
-            if self._next_uid > self._saved_next_uid:
-                self.store.put_document("meta", UID_COUNTER, self._next_uid)
-                self._saved_next_uid = self._next_uid
+        self.uids.save()
 
-    def _finish_interrupted_drops(self) -> None:
-        """At load: delete the records and resource policies that belong to no stream, left by a
-        kill -9 inside `drop` (the stream's document goes first).
-
-        The uid counter is first floored above the uids of those records and stored: a database
-        written before the counter was kept has no other trace of them once they are deleted, and
-        without the floor a new shard would take a uid that still has records (and fail its first
-        put on their keys)."""
-        live = {shard.uid for stream in self.streams.values() for shard in stream.shards}
-        with_records = self.store.shard_uids_with_records()
-        with self._uid_lock:
-            self._next_uid = max(self._next_uid, 1 + max(live.union(with_records), default=0))
-        self._save_uid_counter()
-        orphans = [uid for uid in with_records if uid not in live]
-        if orphans:
-            deleted = self.store.delete_records(orphans)
-            log.warning("deleted %d records left by %d shards of streams whose deletion was interrupted",
-                        deleted, len(orphans))
+    def _forget_orphan_policies(self) -> None:
+        """At load: delete the resource policies that belong to no stream or consumer, left by a
+        kill -9 inside `drop` (the stream's document goes first; its records are the server's to
+        delete, `ShardUids.finish_interrupted_drops`)."""
         resources = {stream.arn for stream in self.streams.values()}
         resources.update(c.arn for stream in self.streams.values() for c in stream.consumers.values())
         for arn in [arn for arn in self.policies if arn not in resources]:

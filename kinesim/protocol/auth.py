@@ -138,19 +138,3 @@ def credential_scope(headers: Mapping[str, str], query: str = "") -> list[str] |
     if not credential:
         return None
     return credential.split("/")
-
-
-def region_from_auth(headers: Mapping[str, str], query: str = "") -> str | None:
-    """The region of the request's SigV4 credential scope (`AKID/20260101/us-east-1/kinesis/aws4_request`)."""
-    scope = credential_scope(headers, query)
-    if scope is None or len(scope) < 3 or not scope[2]:
-        return None
-    return scope[2]
-
-
-def access_key_from_auth(headers: Mapping[str, str], query: str = "") -> str | None:
-    """The access key id of the request's SigV4 credential."""
-    scope = credential_scope(headers, query)
-    if not scope or not scope[0]:
-        return None
-    return scope[0]

@@ -8,7 +8,9 @@ botocore's model of S3 lays the operations out (a bucket's configurations, `?cor
 `?website`, an object's `?tagging`, ...) is answered `501 NotImplemented`, never with a made-up result.
 
 Credentials are not checked (as for every kinesim service): signed, presigned and anonymous
-requests are all served.
+requests are all served. Buckets belong to accounts (the caller's: `Request.scope`) and are in
+regions, in one namespace of names; a request signed for the wrong region is sent to the right one
+as S3 does, and another account's request is served as the bucket's policy allows (`access.py`).
 """
 from __future__ import annotations
 
@@ -23,12 +25,14 @@ from urllib.parse import parse_qsl
 from ..protocol import auth
 from ..protocol.errors import AwsError
 from . import bucket_config_ops, bucket_ops, multipart_ops, notification_ops, object_ops
+from .access import admit
 from .errors import S3Error, invalid_argument, invalid_request, method_not_allowed
 from .exchange import Request, Response, not_implemented
 from .xmldoc import CONTENT_TYPE, element, serialize
 
 if TYPE_CHECKING:
     from ..config import Settings
+    from ..iam.evaluate import Caller
     from .objects import ObjectStore
 
 log = logging.getLogger("kinesim.s3")
@@ -171,9 +175,11 @@ def _route(method: str, bucket: str | None, key: str, query: dict[str, str], env
 class S3App:
     """WSGI app: `S3App(object_store, settings)(environ, start_response)`."""
 
-    def __init__(self, objects: "ObjectStore", settings: "Settings"):
+    def __init__(self, objects: "ObjectStore", settings: "Settings",
+                 caller_of: "Callable[[dict[str, Any]], Caller] | None" = None):
         self.objects = objects
         self.settings = settings
+        self.caller_of = caller_of  # who signs a request, for another account's bucket's policy
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         request_id = uuid.uuid4().hex[:16].upper()
@@ -184,7 +190,9 @@ class S3App:
         req = None
         try:
             req = self._request(environ, method)
-            response = _route(method, req.bucket, req.key, req.query, environ)(req)
+            handler = _route(method, req.bucket, req.key, req.query, environ)
+            admit(req, handler, self.caller_of)
+            response = handler(req)
         except AwsError as err:
             response = self._error(err, environ, request_id)
         except Exception:

@@ -10,8 +10,8 @@ from urllib.parse import quote
 
 from ..protocol.models import service_model
 from . import bucket_config
-from .errors import S3Error, invalid_argument, invalid_bucket_name
-from .exchange import Request, Response, xml_response
+from .errors import S3Error, bucket_already_exists, invalid_argument, invalid_bucket_name
+from .exchange import Request, Response, canonical_id, xml_response
 from .objects import ObjectMeta
 from .rules import valid_bucket_name
 from .xmldoc import document, element, iso8601
@@ -27,9 +27,15 @@ def location_constraints() -> frozenset[str]:
     return frozenset(model.shape_for("BucketLocationConstraint").enum)
 
 
-def _owner(parent, req: Request) -> None:
+def _owner(parent, owner_id: str) -> None:
     owner = element(parent, "Owner")
-    element(owner, "ID", req.owner_id)
+    element(owner, "ID", owner_id)
+
+
+def _bucket_owner_id(req: Request) -> str:
+    """The canonical id of the bucket's owner, who owns its objects (S3's default object ownership,
+    BucketOwnerEnforced, whoever wrote them). NoSuchBucket."""
+    return canonical_id(req.objects.bucket_info(req.bucket).owner)
 
 
 def list_buckets(req: Request) -> Response:
@@ -42,8 +48,9 @@ def list_buckets(req: Request) -> Response:
     region = req.query.get("bucket-region")
     after = _decode_token(req.query["continuation-token"], "continuation-token") \
         if "continuation-token" in req.query else ""
-    buckets = [b for b in req.objects.list_buckets() if b.name.startswith(prefix) and b.name > after
-               and (region is None or b.region == region)]
+    # The caller's own buckets only (of every region), though their names are shared by all accounts.
+    buckets = [b for b in req.objects.list_buckets() if b.owner == req.account and b.name.startswith(prefix)
+               and b.name > after and (region is None or b.region == region)]
     page = buckets[:max_buckets]
     root = document("ListAllMyBucketsResult")
     listed = element(root, "Buckets")
@@ -52,7 +59,7 @@ def list_buckets(req: Request) -> Response:
         element(node, "Name", b.name)
         element(node, "CreationDate", iso8601(b.created))
         element(node, "BucketRegion", b.region)
-    _owner(root, req)
+    _owner(root, req.owner_id)
     if len(buckets) > max_buckets:
         element(root, "ContinuationToken", _encode_token(page[-1].name))
     if "prefix" in req.query:
@@ -85,11 +92,14 @@ def create_bucket(req: Request) -> Response:
     if ownership is not None and ownership not in bucket_config.OBJECT_OWNERSHIPS:
         # Recorded AWS answer: test_bucket_ownership_controls_exc "ownership-wrong-value-at-creation".
         raise invalid_argument(f"Invalid x-amz-object-ownership header: {ownership}", "x-amz-object-ownership")
-    if req.objects.bucket_exists(name) and region == "us-east-1" \
-            and req.objects.bucket_info(name).region == "us-east-1":
-        # S3 in us-east-1, for legacy compatibility: re-creating your own bucket succeeds.
-        return Response(200, [("Location", "/" + name)])
-    req.objects.create_bucket(name, region)
+    if req.objects.bucket_exists(name):
+        existing = req.objects.bucket_info(name)
+        if existing.owner != req.account:  # one namespace of names for every account
+            raise bucket_already_exists(name)
+        if region == "us-east-1" and existing.region == "us-east-1":
+            # S3 in us-east-1, for legacy compatibility: re-creating your own bucket succeeds.
+            return Response(200, [("Location", "/" + name)])
+    req.objects.create_bucket(name, region, req.account)  # BucketAlreadyOwnedByYou / BucketAlreadyExists
     if ownership is not None:
         bucket_config.put(req.objects, name, bucket_config.OWNERSHIP, {"Rules": [{"ObjectOwnership": ownership}]})
     return Response(200, [("Location", "/" + name)])
@@ -137,7 +147,7 @@ def _listing_params(req: Request) -> tuple[str, str | None, int, bool]:
     return req.query.get("prefix", ""), delimiter, max_keys, encoding == "url"
 
 
-def _contents(root, obj: ObjectMeta, encode, req: Request, owner: bool) -> None:
+def _contents(root, obj: ObjectMeta, encode, owner_id: str | None) -> None:
     node = element(root, "Contents")
     element(node, "Key", encode(obj.key))
     element(node, "LastModified", iso8601(obj.last_modified))
@@ -148,8 +158,8 @@ def _contents(root, obj: ObjectMeta, encode, req: Request, owner: bool) -> None:
         element(node, "ChecksumType", obj.checksum_type)
     element(node, "Size", obj.size)
     element(node, "StorageClass", obj.storage_class)
-    if owner:
-        _owner(node, req)
+    if owner_id is not None:
+        _owner(node, owner_id)
 
 
 def _encoder(url: bool):
@@ -195,9 +205,9 @@ def list_objects_v2(req: Request) -> Response:
         element(root, "NextContinuationToken", _encode_token(page.last))
     if "start-after" in req.query:
         element(root, "StartAfter", encode(start_after))
-    owner = req.query.get("fetch-owner", "").lower() == "true"
+    owner_id = _bucket_owner_id(req) if req.query.get("fetch-owner", "").lower() == "true" else None
     for obj in page.objects:
-        _contents(root, obj, encode, req, owner)
+        _contents(root, obj, encode, owner_id)
     _common_prefixes(root, page, encode)
     return xml_response(root)
 
@@ -214,8 +224,9 @@ def list_objects(req: Request) -> Response:
     if page.is_truncated and delimiter:  # S3 sends NextMarker only with a delimiter
         element(root, "NextMarker", encode(page.last))
     _paging(root, max_keys, delimiter, url, page.is_truncated, encode)
+    owner_id = _bucket_owner_id(req)
     for obj in page.objects:
-        _contents(root, obj, encode, req, True)
+        _contents(root, obj, encode, owner_id)
     _common_prefixes(root, page, encode)
     return xml_response(root)
 
@@ -241,6 +252,7 @@ def list_object_versions(req: Request) -> Response:
         element(root, "NextKeyMarker", encode(page.last))
         element(root, "NextVersionIdMarker", "null")
     _paging(root, max_keys, delimiter, url, page.is_truncated, encode)
+    owner_id = _bucket_owner_id(req)
     for obj in page.objects:
         node = element(root, "Version")
         element(node, "Key", encode(obj.key))
@@ -250,6 +262,6 @@ def list_object_versions(req: Request) -> Response:
         element(node, "ETag", obj.etag)
         element(node, "Size", obj.size)
         element(node, "StorageClass", obj.storage_class)
-        _owner(node, req)
+        _owner(node, owner_id)
     _common_prefixes(root, page, encode)
     return xml_response(root)

@@ -36,6 +36,25 @@ def invalid_bucket_name(bucket: str) -> S3Error:
     return S3Error("InvalidBucketName", "The specified bucket is not valid.", 400, BucketName=bucket)
 
 
+def bucket_already_exists(bucket: str) -> S3Error:
+    """CreateBucket of a name another account's bucket has (bucket names are shared by all accounts)."""
+    return S3Error("BucketAlreadyExists", "The requested bucket name is not available. The bucket namespace is "
+                   "shared by all users of the system. Please select a different name and try again.", 409,
+                   BucketName=bucket)
+
+
+def wrong_region(signed: str, region: str, presigned: bool) -> S3Error:
+    """A request signed for a region that is neither its bucket's nor us-east-1's. S3 names the
+    bucket's region in the body and in x-amz-bucket-region (the only place a HEAD answer has it),
+    from which SDKs re-send the request signed for that region."""
+    if presigned:
+        code, message = "AuthorizationQueryParametersError", "Error parsing the X-Amz-Credential parameter;"
+    else:
+        code, message = "AuthorizationHeaderMalformed", "The authorization header is malformed;"
+    return S3Error(code, f"{message} the region '{signed}' is wrong; expecting '{region}'", 400,
+                   headers=[("x-amz-bucket-region", region)], Region=region)
+
+
 def invalid_argument(message: str, name: str | None = None, value: object = None) -> S3Error:
     return S3Error("InvalidArgument", message, 400, ArgumentName=name, ArgumentValue=value)
 

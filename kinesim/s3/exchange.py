@@ -1,13 +1,14 @@
 """One S3 request and its response, as the operation handlers see them."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 from xml.etree import ElementTree as ET
 
-from ..protocol import auth
+from .. import scopes
 from .errors import S3Error, invalid_argument, invalid_part_number, malformed_xml
 from .rules import MAX_PARTS
 from .payload import Framed, RequestBody
@@ -93,11 +94,40 @@ class Request:
             raise invalid_part_number(value)
         return int(value)
 
+    @functools.cached_property
+    def scope(self) -> scopes.Scope:
+        """The caller's account and the region the request is in: the edge's (`scopes.ENVIRON_KEY`).
+        Without it, worked out here as the edge does for the simple cases: a 12-digit access key id
+        is the account, any other the server's; the region signed for, else the server's."""
+        scope = self.environ.get(scopes.ENVIRON_KEY)
+        if scope is not None:
+            return scope
+        parts = scopes.credential(self.environ) or []
+        account = parts[0] if parts and re.fullmatch(r"[0-9]{12}", parts[0]) else self.settings.account_id
+        region = parts[2] if len(parts) > 2 and scopes.is_region(parts[2]) else self.settings.region
+        return scopes.Scope(account, region)
+
     @property
     def region(self) -> str:
         """The region the client signed for (one endpoint serves them all), else the server's."""
-        return auth.region_from_auth({"authorization": self.header("Authorization") or ""},
-                                     self.environ.get("QUERY_STRING", "")) or self.settings.region
+        return self.scope.region
+
+    @property
+    def account(self) -> str:
+        """The caller's account id."""
+        return self.scope.account
+
+    @functools.cached_property
+    def signed_region(self) -> str | None:
+        """The region the request is signed (or presigned) for; None unsigned, or signed for a name
+        that is no region's ("local", "test"; then it is in the server's region)."""
+        parts = scopes.credential(self.environ)
+        return self.scope.region if parts and len(parts) > 2 and scopes.is_region(parts[2]) else None
+
+    @property
+    def presigned(self) -> bool:
+        """Whether the request's credential is in its query (a presigned URL), not a header."""
+        return not self.environ.get("HTTP_AUTHORIZATION") and "X-Amz-Credential" in self.environ.get("QUERY_STRING", "")
 
     @property
     def host(self) -> str:
@@ -105,8 +135,13 @@ class Request:
 
     @property
     def owner_id(self) -> str:
-        # S3's canonical user id is 64 hex digits; derived from the account so it is stable.
-        return hashlib.sha256(self.settings.account_id.encode()).hexdigest()
+        """The caller's canonical user id."""
+        return canonical_id(self.account)
+
+
+def canonical_id(account: str) -> str:
+    """An account's S3 canonical user id: 64 hex digits, derived from the account so it is stable."""
+    return hashlib.sha256(account.encode()).hexdigest()
 
 
 @dataclass

@@ -44,12 +44,15 @@ _NOT_FOUND = ("ResourceNotFoundException", "NotFound", "NotFoundException", "Que
 
 class BucketNotifications:
     def __init__(self, root: str, account_id: str, destinations: "Destinations",
-                 find_function: Callable[[str], Any], region_of: Callable[[str], str]):
+                 find_function: Callable[[str], Any], region_of: Callable[[str], str],
+                 owner_of: Callable[[str], str] | None = None):
         """`root`: the object store's directory. `find_function(arn)` raises AwsError when the
         function an ARN names does not exist (a Lambda destination is checked, never invoked, when
-        a configuration is saved). `region_of(bucket)`: the bucket's region."""
+        a configuration is saved). `region_of(bucket)`: the bucket's region; `owner_of(bucket)`: the
+        account that owns it (None: every bucket is `account_id`'s)."""
         self.account_id = account_id
         self.region_of = region_of
+        self.owner_of = owner_of
         self.owner_id = owner_principal(account_id)
         self.destinations = destinations
         self.find_function = find_function
@@ -165,8 +168,9 @@ class BucketNotifications:
         targets = [(kind, entry) for kind, entry in nc.entries(config) if nc.matches(entry, origin.event, key)]
         if not targets:
             return
+        owner_id = owner_principal(self.owner_of(bucket)) if self.owner_of is not None else self.owner_id
         ev = ObjectEvent(event=origin.event, bucket=bucket, region=self.region_of(bucket), key=key,
-                         sequencer=self.sequencer.next(), time=time.time(), origin=origin, owner_id=self.owner_id,
+                         sequencer=self.sequencer.next(), time=time.time(), origin=origin, owner_id=owner_id,
                          size=size, etag=etag)
         deliveries = []
         for kind, entry in targets:

@@ -4,7 +4,7 @@ Layout under `root_dir` (everything kinesim keeps besides the objects' bytes sta
 is never inside a bucket directory that Spark, pandas or `ls` look at):
 
     <bucket>/<key>                  the object's bytes, a plain file (`key` split on "/")
-    .buckets/<bucket>.json          creation date and region of a bucket
+    .buckets/<bucket>.json          creation date, region and owner (account id) of a bucket
     .meta/<bucket>/<hh>/<h>.json    an object's sidecar (h = sha256 of the key): ETag, size, Content-Type,
                                     user metadata, other stored headers, checksums, last modified, and
                                     the data file's (inode, size, mtime) that the sidecar describes
@@ -52,7 +52,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from . import bucket_files
-from .errors import S3Error, invalid_argument, invalid_bucket_name, no_such_bucket, no_such_key, precondition_failed
+from .errors import (S3Error, bucket_already_exists, invalid_argument, invalid_bucket_name, no_such_bucket,
+                     no_such_key, precondition_failed)
 from .rules import DEFAULT_CONTENT_TYPE, check_key, etag_matches, is_marker, quoted_md5
 from .rules import MIN_PART_SIZE, multipart_etag, valid_bucket_name  # noqa: F401 (offered here too)
 from .uploads import MultipartUploads
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
     from .notifications import BucketNotifications
 
 CHUNK = 1 << 20
+# The owner of a bucket whose record names none (written before buckets had owners): the server's
+# account, `Settings.account_id`; this is its default, for a store made without one.
+DEFAULT_OWNER = "000000000000"
 # What a bucket lookup accepts (older buckets may have capitals and underscores); never "." or "..".
 _BUCKET_LOOKUP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
@@ -92,6 +96,7 @@ class BucketInfo:
     name: str
     created: float
     region: str
+    owner: str  # the account id that owns it; one namespace of bucket names for every account and region
 
 
 @dataclass
@@ -140,9 +145,12 @@ def _is_dir(entry: os.DirEntry) -> bool:
 
 
 class ObjectStore(MultipartUploads):
-    def __init__(self, root_dir: str, default_region: str = "us-east-1"):
+    def __init__(self, root_dir: str, default_region: str = "us-east-1", default_owner: str = DEFAULT_OWNER):
+        """`default_region`, `default_owner`: what a bucket whose record names no region or owner is
+        in and belongs to (a bucket directory made by hand; a data directory older than owners)."""
         self.root = os.path.realpath(root_dir)
         self.default_region = default_region
+        self.default_owner = default_owner
         for sub in (".buckets", ".meta", ".uploads", ".tmp"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._tmp = os.path.join(self.root, ".tmp")
@@ -199,23 +207,30 @@ class ObjectStore(MultipartUploads):
             raise no_such_bucket(name)
         return path
 
-    def create_bucket(self, name: str, region: str | None = None) -> None:
-        """Raises InvalidBucketName, or BucketAlreadyOwnedByYou (409) if it exists."""
+    def create_bucket(self, name: str, region: str | None = None, owner: str | None = None) -> None:
+        """A bucket of account `owner` (None: the default owner). Bucket names are one namespace
+        for every account: raises InvalidBucketName, or 409 if the name is taken:
+        BucketAlreadyOwnedByYou by `owner` itself, BucketAlreadyExists by another account."""
         if not valid_bucket_name(name):
             raise invalid_bucket_name(name)
+        owner = owner or self.default_owner
         with self._lock:
             path = os.path.join(self.root, name)
             if os.path.isdir(path):
+                if self.bucket_info(name).owner != owner:
+                    raise bucket_already_exists(name)
                 raise S3Error("BucketAlreadyOwnedByYou", "Your previous request to create the named bucket "
                               "succeeded and you already own it.", 409, BucketName=name)
-            self._write_json(self._bucket_record(name), {"created": time.time(), "region": region or self.default_region})
+            self._write_json(self._bucket_record(name),
+                             {"created": time.time(), "region": region or self.default_region, "owner": owner})
             os.makedirs(path, exist_ok=True)
 
     def bucket_info(self, name: str) -> BucketInfo:
         path = self._require_bucket(name)
         record = self._read_json(self._bucket_record(name)) or {}
         created = record.get("created") or os.stat(path).st_mtime
-        return BucketInfo(name, created, record.get("region") or self.default_region)
+        return BucketInfo(name, created, record.get("region") or self.default_region,
+                          record.get("owner") or self.default_owner)
 
     def bucket_configuration(self, name: str) -> dict | None:
         """The bucket's configuration documents by kind (`bucket_config`), kept in its record and so

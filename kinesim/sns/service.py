@@ -73,6 +73,13 @@ class SnsService:
             raise not_found("Topic does not exist")
         return topic
 
+    def topic_policy(self, arn: str) -> str | None:
+        """A topic's `Policy` attribute (None: no such topic), which decides the calls of other
+        accounts (kinesim/cross_account.py)."""
+        from .topics_api import default_policy
+        topic = self.topics.get(arn)
+        return None if topic is None else topic.attributes.get("Policy") or default_policy(self, arn)
+
     def subscription(self, arn: str) -> Subscription:
         check_arn(arn, "SubscriptionArn")
         sub = self.subscriptions.get(arn)

@@ -48,7 +48,7 @@ _EFFECTIVE_DELIVERY_POLICY = json.dumps({"http": {
     "defaultRequestPolicy": {"headerContentType": "text/plain; charset=UTF-8"}}}, separators=(",", ":"))
 
 
-def _default_policy(svc: SnsService, arn: str) -> str:
+def default_policy(svc: SnsService, arn: str) -> str:
     return json.dumps({"Version": "2008-10-17", "Id": "__default_policy_ID", "Statement": [{
         "Sid": "__default_statement_ID", "Effect": "Allow", "Principal": {"AWS": "*"},
         "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:AddPermission",
@@ -129,7 +129,7 @@ def get_topic_attributes(svc: SnsService, p: dict[str, Any]) -> dict[str, Any]:
     topic = svc.topic(p["TopicArn"])
     subs = svc.subscriptions_of(topic.arn)
     attrs = {"DisplayName": "", "EffectiveDeliveryPolicy": _EFFECTIVE_DELIVERY_POLICY, "Owner": svc.account,
-             "Policy": _default_policy(svc, topic.arn), "SubscriptionsConfirmed": str(len(subs)),
+             "Policy": default_policy(svc, topic.arn), "SubscriptionsConfirmed": str(len(subs)),
              "SubscriptionsDeleted": "0", "SubscriptionsPending": "0", "TopicArn": topic.arn}
     attrs.update(topic.attributes)
     return {"Attributes": attrs}

@@ -149,6 +149,12 @@ class SqsService(JsonService):
             raise queue_does_not_exist()
         return queue
 
+    def queue_policy(self, name: str) -> str | None:
+        """The `Policy` attribute of the queue of that name (None: no such queue, or no policy), which
+        decides the calls of other accounts (kinesim/cross_account.py)."""
+        queue = self.queues.get(name)
+        return queue.attributes.get("Policy") or None if queue is not None else None
+
     def queue_by_arn(self, arn: str) -> Queue | None:
         parts = arn.split(":")
         if len(parts) != 6 or parts[2] != "sqs" or parts[4] != self.account:

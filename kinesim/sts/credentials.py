@@ -10,21 +10,15 @@ from __future__ import annotations
 
 import base64
 import os
-import secrets
-import string
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from kinesim.scopes import key_id
 from kinesim.store import Store
 
 KIND = "sts-credentials"
-_KEY_CHARS = string.ascii_uppercase + string.digits
-
-
-def _random(prefix: str, length: int) -> str:
-    return prefix + "".join(secrets.choice(_KEY_CHARS) for _ in range(length - len(prefix)))
 
 
 class IssuedCredentials(Mapping[str, str]):
@@ -47,7 +41,9 @@ class IssuedCredentials(Mapping[str, str]):
         """A new set of credentials for `identity` (what GetCallerIdentity answers for them), as the
         `Credentials` shape."""
         expires = int(self.clock()) + duration_s
-        key = _random("ASIA", 20)  # temporary credentials' key ids begin ASIA, long-term ones AKIA
+        # Temporary credentials' key ids begin ASIA (long-term ones AKIA) and carry the account of the
+        # identity they are issued for, as AWS's do (kinesim.scopes).
+        key = key_id("ASIA", identity["Account"])
         doc = {"secret": base64.b64encode(os.urandom(30)).decode(),
                # AWS's tokens are long, opaque base64 (`IQoJb3JpZ2luX2Vj...` today).
                "token": base64.b64encode(b"!\n\torigin_ec" + os.urandom(300)).decode(),

@@ -1,13 +1,14 @@
 """STS: who a caller is (GetCallerIdentity) and temporary credentials (AssumeRole,
 GetSessionToken), which kinesim then accepts like the configured ones (`credentials.py`).
 
-kinesim has one account and checks no permissions: any role may be assumed. A role IAM has is
+kinesim checks no permissions: any role may be assumed, in any account (the credentials issued
+belong to the role's account: requests signed with them are in it, `kinesim/scopes.py`). A role IAM has is
 assumed as AWS does it (its RoleId in AssumedRoleId, its MaxSessionDuration the longest session);
 a role IAM lacks is assumed all the same, with an id derived from its ARN (AWS would refuse it with
 AccessDenied; LocalStack and moto answer, and kinesim always has). A caller whose key STS did not
 issue is the IAM user whose Active key it is (`principals`, given by the composition root), else
-the account's root user. The caller's access key id comes from the request's signature (`api.py`
-sets `CALLER` for the duration of the call).
+the account's root user. The caller's access key id comes from the request's signature, its account
+from the request's scope (`api.py` sets `CALLER` and `ACCOUNT` for the duration of the call).
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from .credentials import IssuedCredentials
 
 # The access key id the request being served was signed with (None: unsigned or unknown).
 CALLER: ContextVar[str | None] = ContextVar("kinesim_sts_caller", default=None)
+# The account of the request being served (None: the server's).
+ACCOUNT: ContextVar[str | None] = ContextVar("kinesim_sts_account", default=None)
 
 # What AWS takes as a role ARN (LocalStack's provider, whose texts its recordings of AWS check:
 # test_sts_invalid_parameters, "nothing-valid-in-here is invalid").
@@ -70,9 +73,13 @@ def role_id(role_arn: str) -> str:
 
 
 class StsService:
-    def __init__(self, settings: Settings, store: Store, principals: Principals | None = None):
+    def __init__(self, settings: Settings, store: Store,
+                 principals_of: Callable[[str], Principals] | None = None,
+                 key_account: Callable[[str], str] | None = None):
         self.settings = settings
-        self.principals = principals or _NoPrincipals()
+        # An account's IAM principals; the account a long-term key belongs to (`scopes.Resolver`).
+        self.principals_of = principals_of or (lambda account: _NoPrincipals())
+        self.key_account = key_account or (lambda key: self.settings.account_id)
         self.validator = ModelValidator("sts")
         self.credentials = IssuedCredentials(store)
         self.operations: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -103,7 +110,8 @@ class StsService:
 
     @property
     def account(self) -> str:
-        return self.settings.account_id
+        """The account of the request being served."""
+        return ACCOUNT.get() or self.settings.account_id
 
     def root(self) -> dict[str, str]:
         return {"UserId": self.account, "Account": self.account, "Arn": f"arn:aws:iam::{self.account}:root"}
@@ -114,7 +122,7 @@ class StsService:
 
     def _long_term_identity(self) -> dict[str, str]:
         """Who signs with a key STS did not issue: the IAM user whose key it is, else the root user."""
-        return self.principals.key_identity(CALLER.get()) or self.root()
+        return self.principals_of(self.account).key_identity(CALLER.get()) or self.root()
 
     def get_caller_identity(self, p: dict[str, Any]) -> dict[str, Any]:
         issued = self._caller()
@@ -122,7 +130,7 @@ class StsService:
 
     def get_access_key_info(self, p: dict[str, Any]) -> dict[str, Any]:
         issued = self.credentials.lookup(p["AccessKeyId"])
-        return {"Account": issued["identity"]["Account"] if issued else self.account}
+        return {"Account": issued["identity"]["Account"] if issued else self.key_account(p["AccessKeyId"])}
 
     # credentials
 
@@ -135,11 +143,11 @@ class StsService:
         if caller is not None and ":assumed-role/" in caller["identity"]["Arn"] and duration > CHAINED_MAX_S:
             raise _validation_error("The requested DurationSeconds exceeds the 1 hour session limit for roles "
                                     "assumed by role chaining.")
-        role = self.principals.role(arn)
+        account = arn.split(":")[4] or self.account
+        role = self.principals_of(account).role(arn)
         if role is not None and duration > role["MaxSessionDuration"]:
             raise _validation_error("The requested DurationSeconds exceeds the MaxSessionDuration set for this role.")
         packed = self._packed_size(p)
-        account = arn.split(":")[4] or self.account
         role_name = role["RoleName"] if role else arn.split(":", 5)[5].rsplit("/", 1)[-1]
         assumed_id = f"{role['RoleId'] if role else role_id(arn)}:{session}"
         assumed_arn = f"arn:aws:sts::{account}:assumed-role/{role_name}/{session}"

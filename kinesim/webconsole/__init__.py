@@ -7,14 +7,17 @@ shell, and one `static/pages/*.js` per kind of page) read JSON from `/_kinesim/c
 Each area's module here answers its part of that API from the services' in-process state
 (counters, buffers, checkpoints), never by calling the AWS APIs over HTTP; actions go through
 the services' own `call`, so they are checked as the API checks them. See `http.py` for what keeps
-other web sites out."""
+other web sites out.
+
+Each page and API call shows one account and region, `?account=&region=` (the server's own when
+left out): `scope.py` picks the scope's services, which the areas use as they used the server's."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from flask import Flask
 
-from . import buckets, deliveries, functions, others, overview, pages, queries, streams
+from . import buckets, deliveries, functions, others, overview, pages, queries, scope, streams
 
 if TYPE_CHECKING:
     from ..edge import Edge
@@ -23,5 +26,5 @@ if TYPE_CHECKING:
 def register(app: Flask, edge: "Edge") -> None:
     """Add the console's pages and API to kinesim's own Flask app."""
     pages.add_routes(app)
-    for area in (overview, streams, functions, deliveries, buckets, queries, others):
+    for area in (scope, overview, streams, functions, deliveries, buckets, queries, others):
         area.add_routes(app, edge)

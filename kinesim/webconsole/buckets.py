@@ -10,6 +10,10 @@ Everything is read through the object store's public methods (`list_objects`, `o
 a leading "/"...) with S3's error; a prefix like that lists nothing. A download is always sent as
 `application/octet-stream` with `Content-Disposition: attachment`, never with the object's own
 Content-Type, and sandboxed: an HTML object must not run as a page of the console's origin.
+
+Bucket names are global, each bucket an account's: the overview lists the selected account's
+buckets only, while a bucket's page opens whatever its owner (a delivery stream may write into
+another account's bucket, and its page links there); the listing says whose it is ("owner").
 """
 from __future__ import annotations
 
@@ -25,9 +29,11 @@ from .figures import ms, plural, size_text, tree_size
 from .http import API, error, reads
 from .object_preview import preview
 from .pages import PREFIX, SECURITY_HEADERS
+from .scope import scope_for
 
 if TYPE_CHECKING:
     from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 PAGE_SIZE = 500
 SIZE_CACHE_S = 15.0        # how long the overview's bucket sizes are reused
@@ -35,18 +41,16 @@ SIZE_WALK_LIMIT = 100_000  # files counted for a bucket's size at most ("100,000
 
 
 def add_routes(app: Flask, edge: "Edge") -> None:
-    objects = edge.objects
-
     @app.get(API + "/buckets/<bucket>")
     @reads
     def buckets_listing(bucket: str) -> dict[str, Any]:
-        return listing(edge, bucket, request.args.get("prefix", ""), request.args.get("after", ""))
+        return listing(scope_for(edge, request), bucket, request.args.get("prefix", ""), request.args.get("after", ""))
 
     @app.get(API + "/buckets/<bucket>/preview")
     @reads
     def buckets_preview(bucket: str) -> dict[str, Any]:
         key = request.args.get("key", "")
-        f, meta = objects.open_object(bucket, key)
+        f, meta = scope_for(edge, request).objects.open_object(bucket, key)
         with f:
             found = preview(f, meta.size)
         return {"bucket": bucket, "key": key, "size": meta.size, "content_type": meta.content_type,
@@ -56,7 +60,7 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     def buckets_download(bucket: str) -> Response:
         key = request.args.get("key", "")
         try:
-            f, meta = objects.open_object(bucket, key)
+            f, meta = scope_for(edge, request).objects.open_object(bucket, key)
         except AwsError as err:
             return error(err.message or err.code, err.status if err.status < 500 else 400, err.code)
         response = send_file(f, mimetype="application/octet-stream", as_attachment=True,
@@ -70,19 +74,19 @@ def add_routes(app: Flask, edge: "Edge") -> None:
         return response
 
 
-def listing(edge: "Edge", bucket: str, prefix: str, after: str) -> dict[str, Any]:
-    objects = edge.objects
+def listing(scope: "ScopeServices", bucket: str, prefix: str, after: str) -> dict[str, Any]:
+    objects = scope.objects
     page = objects.list_objects(bucket, prefix=prefix, delimiter="/", after=after, max_keys=PAGE_SIZE)
     info = objects.bucket_info(bucket)
     return {
-        "name": bucket, "region": info.region, "created": ms(info.created), "prefix": prefix,
-        "parents": _parents(prefix),
+        "name": bucket, "region": info.region, "owner": getattr(info, "owner", None), "created": ms(info.created),
+        "prefix": prefix, "parents": _parents(prefix),
         "prefixes": [{"prefix": p, "name": p[len(prefix):]} for p in page.common_prefixes],
         "objects": [{"key": o.key, "name": o.key[len(prefix):], "size": o.size, "last_modified": ms(o.last_modified),
                      "etag": o.etag, "content_type": o.content_type,
                      "content_encoding": o.headers.get("Content-Encoding")} for o in page.objects],
         "truncated": page.is_truncated, "next_after": page.last if page.is_truncated else None,
-        "writers": _writers(edge, bucket),
+        "writers": _writers(scope, bucket),
     }
 
 
@@ -95,10 +99,10 @@ def _parents(prefix: str) -> list[dict[str, str]]:
     return out
 
 
-def _writers(edge: "Edge", bucket: str) -> list[dict[str, Any]]:
-    """The delivery streams that write into the bucket (as destination, error output or backup)."""
+def _writers(scope: "ScopeServices", bucket: str) -> list[dict[str, Any]]:
+    """The scope's delivery streams that write into the bucket (as destination, error output or backup)."""
     out = []
-    for ds in edge.firehose.all_streams():
+    for ds in scope.firehose.all_streams():
         with ds.lock:
             dest = ds.destination
             backup = dest.get("S3BackupDescription") if dest.get("S3BackupMode") == "Enabled" else None
@@ -142,15 +146,15 @@ class _Sizes:
 _SIZES = _Sizes()
 
 
-def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
-    objects = edge.objects
+def overview_rows(scope: "ScopeServices") -> dict[str, list[dict[str, Any]]]:
+    objects = scope.objects
     writers: dict[str, list[str]] = {}
-    for ds in edge.firehose.all_streams():
+    for ds in scope.firehose.all_streams():
         writers.setdefault(ds.destination.get("BucketARN", "").split(":::", 1)[-1], []).append(ds.name)
     rows = []
     infos = objects.list_buckets()
     _SIZES.keep({info.name for info in infos})
-    for info in infos:
+    for info in owned_by(infos, scope.scope.account):
         count, size, capped = _SIZES.of(objects.bucket_path(info.name), info.name)
         health = f"{count:,}{'+' if capped else ''} {plural(count, 'object')} · {size_text(size)}"
         if writers.get(info.name):
@@ -158,3 +162,9 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
         rows.append({"name": info.name, "href": f"{PREFIX}/buckets/{quote(info.name, safe='')}", "state": "ok",
                      "health": health, "figures": {"objects": count, "bytes": size}})
     return {"buckets": rows}
+
+
+def owned_by(infos: list[Any], account: str) -> list[Any]:
+    """The buckets of `account`: bucket names are global, but a bucket belongs to one account (all of
+    them, when the object store records no owner)."""
+    return [info for info in infos if getattr(info, "owner", None) in (None, account)]

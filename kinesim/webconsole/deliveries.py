@@ -15,16 +15,18 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from flask import Flask
+from flask import Flask, request
 
 from firehose import streams_api
 
 from .figures import ms
 from .http import API, acts, reads
 from .pages import PREFIX
+from .scope import scope_for
 
 if TYPE_CHECKING:
     from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 FLUSH_WAIT_S = 10.0     # a flush with a Lambda transform may take seconds; the page re-polls after
 SERIES_S = 300          # the charts' span
@@ -36,12 +38,12 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.get(API + "/delivery-streams/<name>")
     @reads
     def deliveries_detail(name: str) -> dict[str, Any]:
-        return detail(edge, name)
+        return detail(scope_for(edge, request), name)
 
     @app.post(API + "/delivery-streams/<name>/flush")
     @acts
     def deliveries_flush(name: str, body: dict[str, Any]) -> dict[str, Any]:
-        firehose = edge.firehose
+        firehose = scope_for(edge, request).firehose
         ds = streams_api.active(firehose, name)   # AWS's ResourceNotFound / ResourceInUse
         done = firehose.deliveries.flush_now(ds.name, FLUSH_WAIT_S)
         if done is None:
@@ -49,8 +51,8 @@ def add_routes(app: Flask, edge: "Edge") -> None:
         return {**done, "objects": [_object(o) for o in done["objects"]]}
 
 
-def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
-    firehose = edge.firehose
+def overview_rows(scope: "ScopeServices") -> dict[str, list[dict[str, Any]]]:
+    firehose = scope.firehose
     rows = []
     for ds in sorted(firehose.all_streams(), key=lambda d: d.name):
         metrics = firehose.deliveries.metrics(ds.name) or {}
@@ -71,8 +73,8 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
 
 # ------------------------------------------------------------------ the page's document
 
-def detail(edge: "Edge", name: str) -> dict[str, Any]:
-    firehose = edge.firehose
+def detail(scope: "ScopeServices", name: str) -> dict[str, Any]:
+    firehose = scope.firehose
     ds = firehose.find(name)
     if ds is None:
         raise LookupError(f"Firehose {name} under account {firehose.account} not found.")
@@ -83,7 +85,7 @@ def detail(edge: "Edge", name: str) -> dict[str, Any]:
     series = firehose.rates.get(ds.name)
     doc: dict[str, Any] = {
         "name": ds.name, "arn": ds.arn, "state": status, "type": kind, "version": version, "created": ms(created),
-        "source": _source(edge, kind, source), "destination": _destination(edge, dest),
+        "source": _source(scope, kind, source), "destination": _destination(scope, dest),
         "rates": series.rate(RATE_WINDOW_S) if series is not None else None,
         "series": series.points(SERIES_S) if series is not None else None,
         "buffer": None, "metrics": None, "objects": [], "failures": [],
@@ -95,27 +97,27 @@ def detail(edge: "Edge", name: str) -> dict[str, Any]:
     return doc
 
 
-def _source(edge: "Edge", kind: str, source: dict[str, Any] | None) -> dict[str, Any]:
+def _source(scope: "ScopeServices", kind: str, source: dict[str, Any] | None) -> dict[str, Any]:
     if kind != "KinesisStreamAsSource" or not source:
         return {"type": "DirectPut"}
     arn = source["KinesisStreamARN"]
     stream = arn.rsplit("/", 1)[-1]
-    return {"type": kind, "stream": stream, "arn": arn, "exists": edge.kinesis.find(stream) is not None,
+    return {"type": kind, "stream": stream, "arn": arn, "exists": scope.kinesis.find(stream) is not None,
             "started": ms(source.get("DeliveryStartTimestamp"))}
 
 
-def _destination(edge: "Edge", dest: dict[str, Any]) -> dict[str, Any]:
+def _destination(scope: "ScopeServices", dest: dict[str, Any]) -> dict[str, Any]:
     bucket = _bucket(dest["BucketARN"])
     conversion = dest.get("DataFormatConversionConfiguration") or {}
     processing = dest.get("ProcessingConfiguration") or {}
     processors = (processing.get("Processors") or []) if processing.get("Enabled", True) else []
     backup = dest.get("S3BackupDescription") if dest.get("S3BackupMode") == "Enabled" else None
     return {
-        "bucket": bucket, "bucket_exists": edge.objects.bucket_exists(bucket),
+        "bucket": bucket, "bucket_exists": scope.objects.bucket_exists(bucket),
         "prefix": dest.get("Prefix") or DEFAULT_PREFIX, "error_prefix": dest.get("ErrorOutputPrefix") or None,
         "compression": dest.get("CompressionFormat", "UNCOMPRESSED"), "file_extension": dest.get("FileExtension"),
         "conversion": _conversion(conversion) if conversion.get("Enabled") else None,
-        "transform": _transform(edge, processors),
+        "transform": _transform(scope, processors),
         "processors": [p.get("Type") for p in processors],
         "dynamic_partitioning": bool((dest.get("DynamicPartitioningConfiguration") or {}).get("Enabled")),
         "time_zone": dest.get("CustomTimeZone") or "UTC",
@@ -134,7 +136,7 @@ def _conversion(cfg: dict[str, Any]) -> dict[str, Any]:
             "schema": table or None}
 
 
-def _transform(edge: "Edge", processors: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _transform(scope: "ScopeServices", processors: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The Lambda processor's function: its name (from the ARN) and whether it exists here."""
     for processor in processors:
         if processor.get("Type") != "Lambda":
@@ -143,7 +145,7 @@ def _transform(edge: "Edge", processors: list[dict[str, Any]]) -> dict[str, Any]
         arn = params.get("LambdaArn") or ""
         parts = arn.split(":")
         function = parts[6] if len(parts) >= 7 and parts[5] == "function" else arn
-        return {"function": function, "arn": arn, "exists": edge.functions.has_function(arn or function),
+        return {"function": function, "arn": arn, "exists": scope.functions.has_function(arn or function),
                 "retries": params.get("NumberOfRetries"), "buffer_size_mib": params.get("BufferSizeInMBs")}
     return None
 

@@ -28,9 +28,11 @@ from ..functions.service import LambdaService
 from ..protocol.rest import RequestContext
 from .figures import bounded, counted
 from .http import API, acts, reads
+from .scope import scope_for
 
 if TYPE_CHECKING:
     from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 BASE = API + "/functions"
 PAGE = "/_kinesim/console/functions/"
@@ -39,11 +41,13 @@ TIMELINE_LIMIT = 100  # outcomes a page shows
 
 
 def add_routes(app: Flask, edge: "Edge") -> None:
-    svc: LambdaService = edge.functions
+    def functions_for() -> LambdaService:
+        return scope_for(edge, request).functions
 
     @app.get(BASE + "/<name>", endpoint="functions_detail")
     @reads
     def functions_detail(name: str) -> dict[str, Any]:
+        svc = functions_for()
         fn = svc.function(name)
         seconds = bounded(request.args.get("seconds"), WINDOW_S, 10, 600)
         stats = svc.invocation_stats
@@ -63,6 +67,7 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.get(BASE + "/<name>/timeline", endpoint="functions_timeline")
     @reads
     def functions_timeline(name: str) -> dict[str, Any]:
+        svc = functions_for()
         svc.function(name)
         wanted = request.args.get("mapping")
         limit = bounded(request.args.get("limit"), TIMELINE_LIMIT, 1, 200)
@@ -79,6 +84,7 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.get(BASE + "/<name>/logs", endpoint="functions_logs")
     @reads
     def functions_logs(name: str) -> dict[str, Any]:
+        svc = functions_for()
         # the log group outlives its function (as on AWS), so no existence check
         limit = bounded(request.args.get("limit"), 200, 1, 1000)
         return tail(svc.logs, name, request.args.get("cursor") or None, limit)
@@ -86,6 +92,7 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.post(BASE + "/<name>/invoke", endpoint="functions_invoke")
     @acts
     def functions_invoke(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        svc = functions_for()
         payload = body.get("payload", "")
         if not isinstance(payload, str):
             raise ValueError("payload is the event's JSON text (a string)")
@@ -149,8 +156,8 @@ def mapping_row(svc: LambdaService, doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
-    svc: LambdaService = edge.functions
+def overview_rows(scope: "ScopeServices") -> dict[str, list[dict[str, Any]]]:
+    svc: LambdaService = scope.functions
     stats = svc.invocation_stats
     functions = []
     for name, fn in sorted(list(svc.functions.items())):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from flask import Flask
+from flask import Flask, request
 
 from ..kinesis.queue_stats import queue_stats as kinesis_queue_stats
 from ..logs.stats import group_stats
@@ -31,9 +31,11 @@ from ..sqs.stats import queue_stats as sqs_queue_stats
 from .figures import counted, ms, size_text
 from .http import API, reads
 from .pages import PREFIX
+from .scope import scope_for
 
 if TYPE_CHECKING:
     from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 LAMBDA_GROUP = "/aws/lambda/"
 
@@ -42,37 +44,37 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.get(API + "/queues")
     @reads
     def others_queues() -> dict[str, Any]:
-        return {"queues": queues(edge)}
+        return {"queues": queues(scope_for(edge, request))}
 
     @app.get(API + "/topics")
     @reads
     def others_topics() -> dict[str, Any]:
-        return topics(edge)
+        return topics(scope_for(edge, request))
 
     @app.get(API + "/log-groups")
     @reads
     def others_log_groups() -> dict[str, Any]:
-        return {"log_groups": log_groups(edge, last_event=True)}
+        return {"log_groups": log_groups(scope_for(edge, request), last_event=True)}
 
 
-def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
+def overview_rows(scope: "ScopeServices") -> dict[str, list[dict[str, Any]]]:
     queue_rows = [{"name": q["name"], "href": f"{PREFIX}/queues", "state": q["state"], "health": q["health"],
                    "figures": {"visible": q["visible"], "in_flight": q["in_flight"],
-                               "dead_letters": (q["dead_letter"] or {}).get("depth")}} for q in queues(edge)]
-    found = topics(edge)
+                               "dead_letters": (q["dead_letter"] or {}).get("depth")}} for q in queues(scope)]
+    found = topics(scope)
     topic_rows = [{"name": t["name"], "href": f"{PREFIX}/topics", "state": "ok", "health": t["health"],
                    "figures": {"subscriptions": t["subscriptions"]}} for t in found["topics"]]
     group_rows = [{"name": g["name"], "href": f"{PREFIX}/log-groups", "state": "ok", "health": g["health"],
                    "figures": {"bytes": g["stored_bytes"], "streams": g["streams"]}}
-                  for g in log_groups(edge, last_event=False)]
+                  for g in log_groups(scope, last_event=False)]
     return {"queues": queue_rows, "topics": topic_rows, "log-groups": group_rows}
 
 
 # ------------------------------------------------------------------ queues
 
-def queues(edge: "Edge") -> list[dict[str, Any]]:
-    rows = [_sqs_row(q) for q in sqs_queue_stats(edge.sqs)]
-    rows += [_kinesis_row(q) for q in kinesis_queue_stats(edge.kinesis)]
+def queues(scope: "ScopeServices") -> list[dict[str, Any]]:
+    rows = [_sqs_row(q) for q in sqs_queue_stats(scope.sqs)]
+    rows += [_kinesis_row(q) for q in kinesis_queue_stats(scope.kinesis)]
     rows.sort(key=lambda r: (r["name"], r["type"]))
     for row in rows:
         row["health"] = _queue_health(row)
@@ -119,10 +121,10 @@ def _queue_health(row: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------ topics
 
-def topics(edge: "Edge") -> dict[str, Any]:
-    found, subscriptions = topic_stats(edge.sns)
+def topics(scope: "ScopeServices") -> dict[str, Any]:
+    found, subscriptions = topic_stats(scope.sns)
     for sub in subscriptions:
-        sub["target"] = _target(edge, sub["protocol"], sub["endpoint"])
+        sub["target"] = _target(scope, sub["protocol"], sub["endpoint"])
     for topic in found:
         mine = [s for s in subscriptions if s["topic_arn"] == topic["arn"]]
         missing = sum(1 for s in mine if s["target"] is not None and not s["target"]["exists"])
@@ -138,29 +140,29 @@ def topics(edge: "Edge") -> dict[str, Any]:
     return {"topics": found, "subscriptions": subscriptions}
 
 
-def _target(edge: "Edge", protocol: str, endpoint: str) -> dict[str, Any] | None:
+def _target(scope: "ScopeServices", protocol: str, endpoint: str) -> dict[str, Any] | None:
     """The kinesim resource a subscription delivers to, whether it exists, and its console page."""
     name = endpoint.rsplit(":", 1)[-1]
     if protocol == "sqs":
-        return {"kind": "queue", "name": name, "exists": edge.sqs.queue_by_arn(endpoint) is not None,
+        return {"kind": "queue", "name": name, "exists": scope.sqs.queue_by_arn(endpoint) is not None,
                 "href": f"{PREFIX}/queues"}
     if protocol == "lambda":
         parts = endpoint.split(":")
         name = parts[6] if len(parts) > 6 else name
-        return {"kind": "function", "name": name, "exists": name in edge.functions.functions,
+        return {"kind": "function", "name": name, "exists": name in scope.functions.functions,
                 "href": f"{PREFIX}/functions/{quote(name, safe='')}"}
     if protocol == "firehose":
         name = endpoint.rsplit("/", 1)[-1]
-        return {"kind": "delivery stream", "name": name, "exists": edge.firehose.find(name) is not None,
+        return {"kind": "delivery stream", "name": name, "exists": scope.firehose.find(name) is not None,
                 "href": f"{PREFIX}/delivery-streams/{quote(name, safe='')}"}
     return None
 
 
 # ------------------------------------------------------------------ log groups
 
-def log_groups(edge: "Edge", last_event: bool) -> list[dict[str, Any]]:
-    rows = group_stats(edge.logs, last_event=last_event)
-    functions = edge.functions.functions
+def log_groups(scope: "ScopeServices", last_event: bool) -> list[dict[str, Any]]:
+    rows = group_stats(scope.logs, last_event=last_event)
+    functions = scope.functions.functions
     for row in rows:
         name = row["name"]
         fn = name[len(LAMBDA_GROUP):] if name.startswith(LAMBDA_GROUP) else None

@@ -6,7 +6,7 @@ GET /api/overview  {"kinds": [{"kind", "title", "rows": [ROW...]}...] in KINDS o
                     "data_dir": {"path", "in_memory", "bytes", "files", "measured" (ms)}
                                 (bytes, files and measured are null until first measured),
                     "errors": [{"area", "message"}]}
-A ROW is what the area modules' `overview_rows(edge)` give (see the console's contract):
+A ROW is what the area modules' `overview_rows(scope)` give (see the console's contract):
 {"name", "href", "state", "health", "figures"}, and optionally "id" (what tells the row apart when
 names may repeat, as mappings' UUIDs; else the name) and "detail" (a second line under the name).
 An area that fails is reported in "errors" and its kinds are empty; the others are still shown.
@@ -23,7 +23,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask
+from flask import Flask, request
 
 from .buckets import overview_rows as buckets_rows
 from .deliveries import overview_rows as deliveries_rows
@@ -32,10 +32,12 @@ from .figures import tree_size
 from .http import API, reads
 from .others import overview_rows as others_rows
 from .queries import overview_rows as queries_rows
+from .scope import scope_for
 from .streams import overview_rows as streams_rows
 
 if TYPE_CHECKING:
     from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 log = logging.getLogger("kinesim.webconsole")
 
@@ -53,15 +55,16 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.get(API + "/overview")
     @reads
     def overview_document() -> dict[str, Any]:
-        return document(edge)
+        return document(edge, scope_for(edge, request))
 
 
-def document(edge: "Edge") -> dict[str, Any]:
+def document(edge: "Edge", scope: "ScopeServices") -> dict[str, Any]:
+    """The overview of one scope's resources; the data directory is the whole server's."""
     found: dict[str, list[dict[str, Any]]] = {}
     errors = []
     for area, rows in AREAS.items():
         try:
-            found.update(rows(edge))
+            found.update(rows(scope))
         except Exception as err:  # one area's bug must not blank the whole overview
             log.exception("console: the overview rows of %s failed", area)
             errors.append({"area": area, "message": f"{type(err).__name__}: {err}"})

@@ -1,7 +1,8 @@
 """The console's continuous queries page, its stop/resume actions, and the queries' overview rows.
 
 GET  /api/queries              {"spark": {"running", "address"}, "live_at" (ms or null), "live_error",
-                               "queries": [QUERY...]}
+                               "queries": [QUERY...]}; in a scope other than the server's own,
+                               no queries and a "note" saying where they are (see _ELSEWHERE)
 POST /api/queries/NAME/stop    {} -> {"name", "action": "stop", "state": "stopping"}
 POST /api/queries/NAME/resume  {} -> {"name", "action": "resume", "state": "resuming"}
 
@@ -34,16 +35,18 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask
+from flask import Flask, request
 
 from ..analytics import continuous
 from ..analytics.connect_server import running as spark_address, state_dir
 from ..kinesis import sequence
 from .http import API, acts, reads
 from .pages import PREFIX
+from .scope import scope_for
 
 if TYPE_CHECKING:
     from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 log = logging.getLogger("kinesim.webconsole")
 
@@ -62,6 +65,8 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @reads
     def queries_list() -> dict[str, Any]:
         watch = _watch(edge)
+        if scope_for(edge, request) is not edge.own_scope:
+            return {**watch.snapshot(), "queries": [], "note": _ELSEWHERE.format(edge.default_scope)}
         watch.refresh_live()
         return watch.snapshot()
 
@@ -70,11 +75,21 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     def queries_act(name: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         if action not in ACTIONS:
             raise LookupError(f"No action {action!r} for a continuous query (stop or resume)")
+        if scope_for(edge, request) is not edge.own_scope:
+            raise LookupError(_ELSEWHERE.format(edge.default_scope))
         return _watch(edge).act(name, action)
 
 
-def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
-    watch = _watch(edge)
+# A query names its streams, not their account or region, and kinesim records none for it: its
+# queries are shown as the server's own scope's, whose streams they read unless Spark was given
+# other credentials.
+_ELSEWHERE = "Continuous queries are listed under the server's own account ({0.account}) and region ({0.region})"
+
+
+def overview_rows(scope: "ScopeServices") -> dict[str, list[dict[str, Any]]]:
+    if scope is not scope.root.own_scope:
+        return {"queries": []}
+    watch = _watch(scope.root)
     watch.refresh_live(every=OVERVIEW_LIVE_EVERY_S)
     rows = []
     for q in watch.snapshot()["queries"]:

@@ -38,7 +38,7 @@ from ..kinesis.checkpoints import Checkpoint, CheckpointStore
 from ..kinesis.model import Shard, Stream
 
 if TYPE_CHECKING:
-    from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 MAPPING_CHECKPOINT = "mapping-checkpoint"    # kinesim/functions/checkpoints.py KIND
 FIREHOSE_CHECKPOINT = "firehose-checkpoint"  # firehose/source.py KIND
@@ -47,12 +47,13 @@ CONSOLE = "/_kinesim/console"
 
 # ---------------------------------------------------------------------------- lag of a position
 
-def shard_lag(edge: "Edge", stream: Stream, shard: Shard, position: int, ended: bool, now: float) -> dict[str, Any]:
+def shard_lag(scope: "ScopeServices", stream: Stream, shard: Shard, position: int, ended: bool,
+              now: float) -> dict[str, Any]:
     """{"shard", "position", "records", "ms"} behind for a reader at `position` on `shard`."""
     out = {"shard": shard.shard_id, "position": position, "ended": ended, "records": 0, "ms": 0}
     if ended or position >= shard.next_index:
         return out
-    kinesis = edge.kinesis
+    kinesis = scope.kinesis
     rows = kinesis.store.read(shard.uid, position, 1, kinesis.retention_horizon(stream))
     if rows:
         out["records"] = shard.next_index - rows[0][0]
@@ -60,17 +61,18 @@ def shard_lag(edge: "Edge", stream: Stream, shard: Shard, position: int, ended: 
     return out
 
 
-def checkpoint_lag(edge: "Edge", stream: Stream, shards: list[Shard], checkpoint: Checkpoint) -> list[dict[str, Any]]:
+def checkpoint_lag(scope: "ScopeServices", stream: Stream, shards: list[Shard],
+                   checkpoint: Checkpoint) -> list[dict[str, Any]]:
     now = time.time()
     out = []
     for shard in shards:
         mark = checkpoint.mark(shard)
-        out.append(shard_lag(edge, stream, shard, mark.position if mark else 1, bool(mark and mark.ended), now))
+        out.append(shard_lag(scope, stream, shard, mark.position if mark else 1, bool(mark and mark.ended), now))
     return out
 
 
-def stored_checkpoint(edge: "Edge", kind: str, name: str) -> Checkpoint | None:
-    return CheckpointStore(edge.store, kind, name).load()
+def stored_checkpoint(scope: "ScopeServices", kind: str, name: str) -> Checkpoint | None:
+    return CheckpointStore(scope.store, kind, name).load()
 
 
 def _reader(kind: str, name: str, href: str | None, state: str | None, detail: str,
@@ -84,14 +86,14 @@ def _reader(kind: str, name: str, href: str | None, state: str | None, detail: s
 
 # ---------------------------------------------------------------------------- the readers
 
-def readers(edge: "Edge", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
+def readers(scope: "ScopeServices", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
     """Every reader of `stream` kinesim knows of, each with its lag per shard."""
-    return (_mappings(edge, stream, shards) + _deliveries(edge, stream, shards) + _channels(edge, stream, shards)
-            + _queries(edge, stream, shards))
+    return (_mappings(scope, stream, shards) + _deliveries(scope, stream, shards) + _channels(scope, stream, shards)
+            + _queries(scope, stream, shards))
 
 
-def _mappings(edge: "Edge", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
-    svc = edge.functions
+def _mappings(scope: "ScopeServices", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
+    svc = scope.functions
     out = []
     for doc in sorted(list(svc.mappings.values()), key=lambda m: m.get("CreatedAt", 0)):
         source = doc.get("EventSourceArn", "")
@@ -99,48 +101,48 @@ def _mappings(edge: "Edge", stream: Stream, shards: list[Shard]) -> list[dict[st
             continue
         function = doc["FunctionArn"].split(":function:", 1)[1]
         state = svc.live_mapping(doc).get("State")
-        checkpoint = stored_checkpoint(edge, MAPPING_CHECKPOINT, doc["UUID"])
+        checkpoint = stored_checkpoint(scope, MAPPING_CHECKPOINT, doc["UUID"])
         via = " via consumer " + source.rsplit("/consumer/", 1)[1].split(":")[0] if "/consumer/" in source else ""
         note = None if checkpoint else "no checkpoint yet (the mapping has not started reading)"
         out.append(_reader("lambda", f"{function} ({doc['UUID'][:8]})", f"{CONSOLE}/functions/{function.split(':')[0]}",
                            state, f"event source mapping {doc['UUID']}{via}, batch size {doc.get('BatchSize')}",
-                           checkpoint_lag(edge, stream, shards, checkpoint) if checkpoint else None, note))
+                           checkpoint_lag(scope, stream, shards, checkpoint) if checkpoint else None, note))
     return out
 
 
-def _deliveries(edge: "Edge", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
+def _deliveries(scope: "ScopeServices", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
     out = []
-    for ds in sorted(edge.firehose.all_streams(), key=lambda d: d.name):
+    for ds in sorted(scope.firehose.all_streams(), key=lambda d: d.name):
         if not ds.source or ds.source.get("KinesisStreamARN") != stream.arn:
             continue
-        checkpoint = stored_checkpoint(edge, FIREHOSE_CHECKPOINT, ds.name)
+        checkpoint = stored_checkpoint(scope, FIREHOSE_CHECKPOINT, ds.name)
         out.append(_reader("firehose", ds.name, f"{CONSOLE}/delivery-streams/{ds.name}", ds.status,
                            "delivery stream (records not yet delivered count as behind)",
-                           checkpoint_lag(edge, stream, shards, checkpoint) if checkpoint else None,
+                           checkpoint_lag(scope, stream, shards, checkpoint) if checkpoint else None,
                            None if checkpoint else "no checkpoint yet"))
     return out
 
 
-def _channels(edge: "Edge", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
-    return [channel_reader(edge, c, stream, shards) for c in kinesis_channels.on_stream(edge.kinesis, stream)]
+def _channels(scope: "ScopeServices", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
+    return [channel_reader(scope, c, stream, shards) for c in kinesis_channels.on_stream(scope.kinesis, stream)]
 
 
-def channel_reader(edge: "Edge", channel: Any, stream: Stream, shards: list[Shard]) -> dict[str, Any]:
-    checkpoint = stored_checkpoint(edge, CHANNEL_CHECKPOINT, channel.name)
+def channel_reader(scope: "ScopeServices", channel: Any, stream: Stream, shards: list[Shard]) -> dict[str, Any]:
+    checkpoint = stored_checkpoint(scope, CHANNEL_CHECKPOINT, channel.name)
     return _reader("channel", channel.name, f"{CONSOLE}/buckets/{channel.bucket}", channel.status,
                    f"channel to s3://{channel.bucket} (records not yet delivered count as behind)",
-                   checkpoint_lag(edge, stream, shards, checkpoint) if checkpoint else None,
+                   checkpoint_lag(scope, stream, shards, checkpoint) if checkpoint else None,
                    channel.reason or (None if checkpoint else "delivers records put once it is ACTIVE"))
 
 
-def channel_rows(edge: "Edge") -> list[tuple[Any, Stream | None]]:
+def channel_rows(scope: "ScopeServices") -> list[tuple[Any, Stream | None]]:
     """Every channel with the stream it reads (None: deleted, or a namesake created since)."""
-    registry = edge.kinesis.channels
+    registry = scope.kinesis.channels
     if registry is None:
         return []
     out = []
     for channel in registry.all():
-        stream = edge.kinesis.find(channel.stream_name)
+        stream = scope.kinesis.find(channel.stream_name)
         same = stream is not None and stream.arn == channel.stream_arn and stream.created == channel.stream_created
         out.append((channel, stream if same else None))
     return out
@@ -148,12 +150,14 @@ def channel_rows(edge: "Edge") -> list[tuple[Any, Stream | None]]:
 
 # ---------------------------------------------------------------------------- continuous queries
 
-def _queries(edge: "Edge", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
+def _queries(scope: "ScopeServices", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
+    if scope is not scope.root.own_scope:  # a query names its streams, not their account (queries.py)
+        return []
     from ..analytics import (  # light modules: no Spark imported
         connect_server,
         continuous,
     )
-    directory = continuous.queries_dir(connect_server.state_dir(edge.objects.root))
+    directory = continuous.queries_dir(connect_server.state_dir(scope.objects.root))
     out = []
     for name in continuous.names(directory):
         try:
@@ -168,7 +172,7 @@ def _queries(edge: "Edge", stream: Stream, shards: list[Shard]) -> list[dict[str
         lag = None
         if positions is not None:
             now = time.time()
-            lag = [shard_lag(edge, stream, s, *positions.get(s.shard_id, (1, False)), now) for s in shards]
+            lag = [shard_lag(scope, stream, s, *positions.get(s.shard_id, (1, False)), now) for s in shards]
         out.append(_reader("query", name, f"{CONSOLE}/queries", state,
                            f"continuous query{' into ' + query.into if query.into else ''}: {query.sql}", lag, note))
     return out
@@ -232,7 +236,8 @@ def _json(line: str) -> Any:
 class LagHistory:
     """The largest lag (ms) of any reader per shard, sampled when a stream page asks (at most once
     a second per stream), for the page's lag chart: lag is a state, not a count, so no counter of
-    rates.py holds it; the chart starts when the first page opens."""
+    rates.py holds it; the chart starts when the first page opens. Kept by ARN: streams of one name
+    in two accounts or regions each have their own."""
 
     def __init__(self, seconds: int = 600):
         self.seconds = seconds
@@ -246,9 +251,9 @@ class LagHistory:
             for s in reader["shards"]:
                 worst[s["shard"]] = max(worst.get(s["shard"], 0), s["ms"])
         with self._lock:
-            for key in [k for k in self._samples if k[0] == stream.name and k[1] != stream.created]:
+            for key in [k for k in self._samples if k[0] == stream.arn and k[1] != stream.created]:
                 del self._samples[key]  # a deleted stream's namesake starts afresh
-            samples = self._samples.setdefault((stream.name, stream.created), deque(maxlen=self.seconds))
+            samples = self._samples.setdefault((stream.arn, stream.created), deque(maxlen=self.seconds))
             if samples and samples[-1][0] == second:
                 samples.pop()
             samples.append((second, worst))
@@ -257,7 +262,7 @@ class LagHistory:
         """{"t": [...], shardId: [ms or None...]}: one point per sample of the last `seconds`."""
         start = int(time.time()) - seconds
         with self._lock:
-            samples = [s for s in self._samples.get((stream.name, stream.created), ()) if s[0] > start]
+            samples = [s for s in self._samples.get((stream.arn, stream.created), ()) if s[0] > start]
         out: dict[str, list[Any]] = {"t": [t for t, _ in samples]}
         for shard_id in shard_ids:
             out[shard_id] = [worst.get(shard_id) for _, worst in samples]

@@ -35,9 +35,11 @@ from .stream_readers import LagHistory, channel_reader, channel_rows, readers
 from .stream_records import peek, tail
 from .figures import bounded, counted
 from .http import API, acts, reads
+from .scope import scope_for
 
 if TYPE_CHECKING:
     from ..edge import Edge
+    from ..scope_services import ScopeServices
 
 BASE = API + "/streams"
 PAGE = "/_kinesim/console/streams/"
@@ -49,19 +51,22 @@ _lag_history = LagHistory()
 
 
 def add_routes(app: Flask, edge: "Edge") -> None:
-    kinesis = edge.kinesis
+    def kinesis_for() -> Any:
+        return scope_for(edge, request).kinesis
 
-    def stream_named(name: str) -> Stream:
+    def stream_named(kinesis: Any, name: str) -> Stream:
         return kinesis.stream({"StreamName": name})  # AWS's ResourceNotFoundException: 404
 
     @app.get(BASE + "/<name>", endpoint="streams_detail")
     @reads
     def streams_detail(name: str) -> dict[str, Any]:
-        stream = stream_named(name)
+        scope = scope_for(edge, request)
+        kinesis = scope.kinesis
+        stream = stream_named(kinesis, name)
         seconds = bounded(request.args.get("seconds"), WINDOW_S, 10, 600)
         shards = kinesis.visible_shards(stream)
-        shard_docs = [_shard_doc(edge, stream, s) for s in _with_generations(shards)]
-        found = readers(edge, stream, shards)
+        shard_docs = [_shard_doc(kinesis, stream, s) for s in _with_generations(shards)]
+        found = readers(scope, stream, shards)
         _lag_history.sample(stream, found)
         rate = {"records": sum(s["write"]["records_per_s"] for s in shard_docs),
                 "bytes": sum(s["write"]["bytes_per_s"] for s in shard_docs)}
@@ -87,7 +92,8 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.get(BASE + "/<name>/records", endpoint="streams_records")
     @reads
     def streams_records(name: str) -> dict[str, Any]:
-        stream = stream_named(name)
+        kinesis = kinesis_for()
+        stream = stream_named(kinesis, name)
         args = request.args
         shard = args.get("shard") or _first_open(kinesis, stream)
         return peek(kinesis, stream, shard, args.get("type") or "TRIM_HORIZON",
@@ -96,7 +102,8 @@ def add_routes(app: Flask, edge: "Edge") -> None:
     @app.get(BASE + "/<name>/tail", endpoint="streams_tail")
     @reads
     def streams_tail(name: str) -> dict[str, Any]:
-        stream = stream_named(name)
+        kinesis = kinesis_for()
+        stream = stream_named(kinesis, name)
         return tail(kinesis, stream, kinesis.visible_shards(stream), request.args.get("cursor") or None)
 
     @app.post(BASE + "/<name>/put", endpoint="streams_put")
@@ -109,22 +116,24 @@ def add_routes(app: Flask, edge: "Edge") -> None:
                                   "Data": base64.b64encode(data.encode()).decode()}
         if body.get("explicit_hash_key") not in (None, ""):
             params["ExplicitHashKey"] = body["explicit_hash_key"]
-        out = kinesis.call("PutRecord", params)
+        out = kinesis_for().call("PutRecord", params)
         return {"shard": out["ShardId"], "sequence_number": out["SequenceNumber"]}
 
     @app.post(BASE + "/<name>/split", endpoint="streams_split")
     @acts
     def streams_split(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        kinesis = kinesis_for()
         kinesis.call("SplitShard", {"StreamName": name, "ShardToSplit": body.get("shard"),
                                     "NewStartingHashKey": body.get("new_starting_hash_key")})
-        return {"status": stream_named(name).status}
+        return {"status": stream_named(kinesis, name).status}
 
     @app.post(BASE + "/<name>/merge", endpoint="streams_merge")
     @acts
     def streams_merge(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        kinesis = kinesis_for()
         kinesis.call("MergeShards", {"StreamName": name, "ShardToMerge": body.get("shard"),
                                      "AdjacentShardToMerge": body.get("adjacent")})
-        return {"status": stream_named(name).status}
+        return {"status": stream_named(kinesis, name).status}
 
 
 # ---------------------------------------------------------------------------- shards
@@ -141,9 +150,8 @@ def _with_generations(shards: list[Shard]) -> list[tuple[Shard, int]]:
     return out
 
 
-def _shard_doc(edge: "Edge", stream: Stream, pair: tuple[Shard, int]) -> dict[str, Any]:
+def _shard_doc(kinesis: Any, stream: Stream, pair: tuple[Shard, int]) -> dict[str, Any]:
     shard, generation = pair
-    kinesis = edge.kinesis
     tip = shard.next_index
     first = kinesis.store.read(shard.uid, 1, 1, kinesis.retention_horizon(stream)) if tip > 1 else []
     last = kinesis.store.read(shard.uid, tip - 1, 1) if first else []
@@ -189,8 +197,8 @@ def _first_open(kinesis: Any, stream: Stream) -> str:
 
 # ---------------------------------------------------------------------------- overview
 
-def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
-    kinesis = edge.kinesis
+def overview_rows(scope: "ScopeServices") -> dict[str, list[dict[str, Any]]]:
+    kinesis = scope.kinesis
     streams = []
     for stream in sorted(kinesis.all_streams(), key=lambda s: s.name):
         shards = kinesis.visible_shards(stream)
@@ -200,7 +208,7 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
             if series:
                 rate = series.rate(RATE_WINDOW_S)
                 records, bytes_ = records + rate["records"], bytes_ + rate["bytes"]
-        found = readers(edge, stream, shards)
+        found = readers(scope, stream, shards)
         lag = max((r["max_ms"] or 0 for r in found), default=0)
         open_shards = sum(1 for s in shards if s.is_open)
         streams.append({
@@ -211,10 +219,10 @@ def overview_rows(edge: "Edge") -> dict[str, list[dict[str, Any]]]:
                         "readers": len(found), "max_lag_ms": lag},
         })
     channels = []
-    for channel, stream in channel_rows(edge):
+    for channel, stream in channel_rows(scope):
         behind = None
         if stream is not None:
-            behind = channel_reader(edge, channel, stream, kinesis.visible_shards(stream))
+            behind = channel_reader(scope, channel, stream, kinesis.visible_shards(stream))
         health = [f"{channel.stream_name} → s3://{channel.bucket}"]
         if behind and behind["positions"]:
             health.append(f"{counted(behind['records'], 'record')} not yet delivered · oldest {behind['max_ms']} ms")

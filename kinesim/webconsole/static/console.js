@@ -10,6 +10,23 @@ const KS = (() => {
   const pollers = [];
   let lastOk = null;
 
+  // ---------------------------------------------------------------- the account and region
+  // The page's ?account=&region= (either left out: the server's own). Every API call and every
+  // console link carries them on, so that a view, its polls and the pages it links to all show
+  // the same account and region.
+  const SCOPE_ARGS = ["account", "region"];
+  const scope = {};
+  for (const [name, value] of new URLSearchParams(location.search)) if (SCOPE_ARGS.includes(name) && value) scope[name] = value;
+
+  // `url` with the page's account and region when it is a console URL (a path under PREFIX: a
+  // page or its API); any other (another site, "#") as it is.
+  function scoped(url) {
+    if (!Object.keys(scope).length || !String(url).startsWith(PREFIX)) return url;
+    const u = new URL(url, location.origin);
+    for (const [name, value] of Object.entries(scope)) u.searchParams.set(name, value);
+    return u.pathname + u.search + u.hash;
+  }
+
   // ---------------------------------------------------------------- DOM
   // el("div", {class: "x", onclick: f, dataset: {k: "v"}}, "text", child, [more, children])
   function el(tag, attrs, ...children) {
@@ -19,6 +36,7 @@ const KS = (() => {
       if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else if (key === "dataset") Object.assign(node.dataset, value);
       else if (key === "style" && typeof value === "object") Object.assign(node.style, value);
+      else if (key === "href" && tag === "a") node.setAttribute(key, scoped(value));
       else node.setAttribute(key, value === true ? "" : value);
     }
     append(node, children);
@@ -90,7 +108,7 @@ const KS = (() => {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(path.startsWith("/") ? path : API + "/" + path, init);
+    const response = await fetch(scoped(path.startsWith("/") ? path : API + "/" + path), init);
     const text = await response.text();
     let doc = null;
     try { doc = text ? JSON.parse(text) : null; } catch (e) { doc = {message: text}; }
@@ -276,6 +294,33 @@ const KS = (() => {
     };
   }
 
+  // The header's account and region: the ones shown, and a choice of every pair the server has
+  // (GET /api/scopes); choosing one reloads this view in it.
+  async function drawScope() {
+    const box = document.getElementById("scope");
+    if (!box) return;
+    let doc;
+    try { doc = await get("scopes"); } catch (err) { return; }  // the polls tell of a server down
+    const key = (s) => s.account + " · " + s.region;
+    const own = key(doc.own);
+    const current = key({account: scope.account || doc.own.account, region: scope.region || doc.own.region});
+    const options = doc.scopes.map((s) => el("option", {value: key(s), selected: key(s) === current},
+      key(s) + (key(s) === own ? " (server's own)" : "")));
+    if (!doc.scopes.some((s) => key(s) === current)) {
+      options.push(el("option", {value: current, selected: true, disabled: true}, current + " (not in use)"));
+    }
+    const choose = (value) => {
+      const [account, region] = value.split(" · ");
+      const url = new URL(location.href);
+      for (const [name, v] of [["account", account], ["region", region]]) {
+        if (value === own) url.searchParams.delete(name); else url.searchParams.set(name, v);
+      }
+      location.assign(url);
+    };
+    replace(box, el("label", {title: "the AWS account and region this console shows"}, "account · region ",
+      el("select", {id: "scope-select", onchange: (e) => choose(e.target.value)}, options)));
+  }
+
   // ---------------------------------------------------------------- pages and the router
   // route("/streams/:name", (root, params) => { ...draw into root... })
   function route(pattern, draw, title) {
@@ -287,13 +332,15 @@ const KS = (() => {
   function start() {
     let path = location.pathname.slice(PREFIX.length) || "/";
     const main = document.getElementById("main");
+    for (const a of document.querySelectorAll("header a")) a.setAttribute("href", scoped(a.getAttribute("href")));
+    drawScope();
     for (const r of routes) {
       const m = r.regex.exec(path);
       if (!m) continue;
       const params = {};
       r.names.forEach((n, i) => { params[n] = decodeURIComponent(m[i + 1]); });
       document.title = (r.title ? r.title(params) + " · " : "") + "kinesim console";
-      for (const a of document.querySelectorAll("nav a")) if (a.getAttribute("href") === location.pathname) a.classList.add("here");
+      for (const a of document.querySelectorAll("nav a")) if (a.pathname === location.pathname) a.classList.add("here");
       r.draw(main, params);
       return;
     }
@@ -306,5 +353,5 @@ const KS = (() => {
   document.addEventListener("visibilitychange", () => { if (!document.hidden) for (const run of pollers) run(); });
 
   return {PREFIX, API, el, append, replace, fmt, get, post, poll, act, notice, table, card, figures, badge, href, link,
-          breakable, chart, route};
+          breakable, chart, route, scope, scoped};
 })();

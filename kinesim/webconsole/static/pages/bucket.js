@@ -92,7 +92,7 @@
         card(previewTitle, preview)));
 
     poll(() => "buckets/" + encodeURIComponent(name) + "?prefix=" + encodeURIComponent(prefix) + (after ? "&after=" + encodeURIComponent(after) : ""), 3000, (doc) => {
-      replace(subtitle, doc.region, " · created ", fmt.time(doc.created),
+      replace(subtitle, doc.region, doc.owner ? " · account " + doc.owner : null, " · created ", fmt.time(doc.created),
         doc.writers.length ? [" · written by ", doc.writers.map((w, i) => [i ? ", " : "", link("delivery-streams", w.name),
           w.roles.includes("destination") ? "" : " (" + w.roles.join(", ") + ")"])] : null);
       replace(crumbs, el("span", {class: "muted"}, "Folder: "), el("a", {href: pageHref(name, "")}, name),

@@ -34,7 +34,7 @@
     const run = (name, action) => act("queries/" + encodeURIComponent(name) + "/" + action, {},
       (r) => r.name + " is " + r.state + "…", () => again());
     again = poll("queries", 2000, (doc) => {
-      replace(status, doc.spark.running ? "Spark runs (" + doc.spark.address + ")" : "Spark is not running: queries that should run resume when it starts (the next kinesim sql, a Resume, or kinesim serve --spark).",
+      replace(status, doc.note ? doc.note + "." : doc.spark.running ? "Spark runs (" + doc.spark.address + ")" : "Spark is not running: queries that should run resume when it starts (the next kinesim sql, a Resume, or kinesim serve --spark).",
         doc.live_at ? el("span", {class: "muted"}, " · live figures " + fmt.ago(doc.live_at)) : null,
         doc.live_error ? el("span", {class: "health bad"}, " · " + doc.live_error) : null);
       replace(box.body, table([
