@@ -31,7 +31,6 @@ from .protocol.errors import AwsError
 from .scopes import SERVED_BY, Scope, credential
 from .sqs.errors import queue_does_not_exist
 
-_KINESIS_ARNS = ("ConsumerARN", "StreamARN", "ResourceARN")
 # Only the owner manages a stream's or consumer's policy (PutResourcePolicy's API reference).
 _OWNER_ONLY = frozenset(("PutResourcePolicy", "GetResourcePolicy", "DeleteResourcePolicy"))
 # Lambda's REST paths that name a function, and the action each is authorized as.
@@ -71,7 +70,9 @@ class CrossAccount:
         """The service that serves a JSON call: the caller's own, or the owner's of the resource
         it names when that is another account's and its policy allows the call."""
         if prefix == "Kinesis_20131202":
-            return self._kinesis(environ, op, params, service)
+            # the data plane's path: most calls name their stream by name, and nothing else is done
+            arn = params.get("ConsumerARN") or params.get("StreamARN") or params.get("ResourceARN")
+            return service if arn is None else self._kinesis(environ, op, arn, service)
         if prefix == "AmazonSQS":
             return self._sqs(environ, op, params, service)
         return service
@@ -134,9 +135,8 @@ class CrossAccount:
             raise AwsError("AuthorizationError", denied_message(caller.arn, action, arn), 403)
         environ[SERVED_BY] = owner.scope
 
-    def _kinesis(self, environ: dict[str, Any], op: str, params: dict[str, Any], service: Any) -> Any:
-        arn = next((params[name] for name in _KINESIS_ARNS if isinstance(params.get(name), str)), None)
-        parts = arn.split(":", 5) if arn else []
+    def _kinesis(self, environ: dict[str, Any], op: str, arn: Any, service: Any) -> Any:
+        parts = arn.split(":", 5) if isinstance(arn, str) else []
         if len(parts) != 6 or parts[2] != "kinesis":
             return service
         found = self._owner(environ, parts[4])

@@ -108,6 +108,8 @@ class Edge(Services):
             refused = self._verify(environ, app)
             if refused is not None:
                 return self._refuse(refused, environ, start_response, app)
+        if app is None:  # the JSON protocols find the request's scope as they dispatch it
+            return self.json_protocol(environ, start_response)
         self.resolve(environ)  # the request's account and region, for every service (`scopes.py`)
         if app is self.lambda_rest or app is self.query_apps["sns"]:
             try:  # another account's function or topic: served by its owner if its policy allows
@@ -117,8 +119,6 @@ class Edge(Services):
                     self.cross_account.sns_call(environ)
             except AwsError as err:
                 return self._refuse(err, environ, start_response, app)
-        if app is None:
-            return self.json_protocol(environ, start_response)
         # SNS's query protocol is a form POST from every SDK, so it cannot be told from a web page's
         # by its type: the guard's Origin check above is what keeps pages of other sites out.
         if app is not self.flask and not self._is_query_app(app) and environ.get("REQUEST_METHOD") == "POST" \

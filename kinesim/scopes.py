@@ -35,6 +35,7 @@ SERVED_BY = "kinesim.served_by"
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 _ACCOUNT = re.compile(r"\d{12}")
 _CREDENTIAL = re.compile(r"Credential=([^,\s]+)")
+_SDK_FORM = "AWS4-HMAC-SHA256 Credential="
 _SIGV2 = re.compile(r"AWS ([^:\s]+):")
 _ACCOUNT_MASK = 0x7FFFFFFFFF80
 
@@ -113,7 +114,12 @@ class Resolver:
             # The SDKs' Authorization header: its Credential (key/date/region/service/aws4_request)
             # is looked up whole, without parsing it, on every request but its client's first.
             authorization = environ.get("HTTP_AUTHORIZATION")
-            start = authorization.find("Credential=") if authorization else -1
+            if authorization is None:
+                start = -1
+            elif authorization.startswith(_SDK_FORM):  # the SDKs' form, the place known
+                start = len(_SDK_FORM) - 11
+            else:
+                start = authorization.find("Credential=")
             text = authorization[start + 11:authorization.find(",", start)] if start >= 0 else None
             scope = self._known.get(text) if text else None
             if scope is None:
