@@ -589,3 +589,50 @@ def test_made_up_accounts_cannot_exhaust_the_server(tmp_path, monkeypatch):
         assert query.status_code == 400 and b"<Code>LimitExceededException</Code>" in query.data
     finally:
         edge.close()
+
+
+def test_a_reset_empties_every_account_and_region(tmp_path_factory):
+    import requests
+    proc = start_server(tmp_path_factory)
+    try:
+        k, sqs = client(proc, "kinesis", A, "eu-west-1"), client(proc, "sqs", B, "us-west-2")
+        k.create_stream(StreamName="gone", ShardCount=1)
+        k.put_record(StreamName="gone", Data=b"x", PartitionKey="p")
+        sqs.create_queue(QueueName="gone")
+        lam = client(proc, "lambda", A, "eu-west-1")
+        lam.create_function(FunctionName="gone", Runtime="python3.12", Role=ROLE.format(A), Handler="app.handler",
+                            Code={"ZipFile": code()})
+        code_dir = os.path.join(proc.settings.data_dir, "scopes", A, "eu-west-1", "functions", "gone")
+        assert os.path.isdir(code_dir)  # the scope's files are its own
+        assert requests.post(f"{proc.url}/_kinesim/reset", params={"services": "sqs"}).status_code == 200
+        assert sqs.list_queues().get("QueueUrls", []) == []
+        assert k.list_streams()["StreamNames"] == ["gone"]  # not named: kept
+        assert requests.post(f"{proc.url}/_kinesim/reset").status_code == 200
+        assert k.list_streams()["StreamNames"] == [] and lam.list_functions()["Functions"] == []
+        assert not os.path.exists(code_dir)
+        k.create_stream(StreamName="gone", ShardCount=1)  # the scope works on after the reset
+        assert k.describe_stream_summary(StreamName="gone")["StreamDescriptionSummary"]["OpenShardCount"] == 1
+    finally:
+        proc.stop()
+
+
+def test_a_delivery_of_another_scope_resumes_after_kill_9(tmp_path_factory):
+    proc = start_server(tmp_path_factory, firehose_interval_scale=0.1)
+    try:
+        s3 = client(proc, "s3", A, "eu-west-1")
+        s3.create_bucket(Bucket="resumed-34", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        fh = client(proc, "firehose", A, "eu-west-1")
+        fh.create_delivery_stream(DeliveryStreamName="out", ExtendedS3DestinationConfiguration={
+            "RoleARN": ROLE.format(A), "BucketARN": "arn:aws:s3:::resumed-34",
+            "BufferingHints": {"IntervalInSeconds": 60, "SizeInMBs": 1}})
+        wait_for(lambda: fh.describe_delivery_stream(DeliveryStreamName="out")["DeliveryStreamDescription"]
+                 ["DeliveryStreamStatus"] == "ACTIVE")
+        fh.put_record(DeliveryStreamName="out", Record={"Data": b"kept through kill -9\n"})
+        proc.kill()  # acknowledged, buffered (6 s interval): delivered by the restarted server
+        proc.start()
+        s3 = client(proc, "s3", A, "eu-west-1")
+        keys = wait_for(lambda: s3.list_objects_v2(Bucket="resumed-34").get("Contents"), timeout=120)
+        body = s3.get_object(Bucket="resumed-34", Key=keys[0]["Key"])["Body"].read()
+        assert body == b"kept through kill -9\n"
+    finally:
+        proc.stop()
