@@ -35,6 +35,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="address to listen on; anything but a loopback address lets other machines run code "
                         "here: use --verify-signatures then")
     p.add_argument("--port", type=int, default=d.port, help="port to listen on (4566 is the usual local AWS port)")
+    p.add_argument("--kafka-port", type=_kafka_port, default=argparse.SUPPRESS, metavar="PORT",
+                   help="port for Kafka clients (the Kafka protocol onto the same streams: a topic is a "
+                        f"stream, a partition a shard); 0 or 'off': none. Default {d.kafka_port}, skipped with "
+                        "a warning when taken; a port given here and taken is an error")
     p.add_argument("--data-dir", default=d.data_dir, help="where streams and records are stored")
     p.add_argument("--in-memory", action="store_true", help="keep nothing after exit (no --data-dir)")
     p.add_argument("--create-stream-ms", type=int, default=d.create_stream_ms,
@@ -96,6 +100,18 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="start a warm Spark Connect server now (else the first `kinesim sql` starts it); "
                         "it stops with kinesim")
     p.add_argument("--spark-memory", metavar="SIZE", help="the warm Spark server's driver memory, e.g. 4g")
+
+
+def _kafka_port(text: str) -> int:
+    if text.lower() == "off":
+        return 0
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535) nor 'off'")
+    return port
 
 
 # The other commands: (module, one-line help). Each module has `configure(parser)`, `run(args)`,
@@ -202,13 +218,15 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "serve":
         from .server import serve
         opts = {k: v for k, v in vars(args).items() if k not in ("command", "spark", "spark_memory")}
+        # Without --kafka-port, opts has no kafka_port (SUPPRESS): Settings' default applies, and a
+        # default that is taken is only a warning.
         settings = Settings(**opts)
         logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                             stream=sys.stderr)
         _ctrl_c_raises()
         # The warm Spark's supervisor waits for the server to answer, then watches it: it also
         # stops by itself after a kill -9.
-        serve(settings, spark=args.spark, spark_memory=args.spark_memory)
+        serve(settings, spark=args.spark, spark_memory=args.spark_memory, kafka_port_given="kafka_port" in opts)
         return 0
     module = importlib.import_module(COMMANDS[args.command][0])
     if not getattr(module, "HANDLES_CTRL_C", False):

@@ -6,6 +6,9 @@ import json
 from dataclasses import dataclass, field
 
 
+DEFAULT_KAFKA_PORT = 9092  # Kafka's own
+
+
 class SettingsError(ValueError):
     """Settings that cannot work together, explained in the user's terms."""
 
@@ -75,6 +78,8 @@ class Settings:
     # taking any well-formed credentials, as AWS does: for servers other machines can reach.
     verify_signatures: bool = False
     credentials: list[str] = field(default_factory=list)
+    # The Kafka protocol's port (kinesim/kafka), on `host` like the HTTP port; 0: no Kafka.
+    kafka_port: int = DEFAULT_KAFKA_PORT
 
     @property
     def local_host(self) -> str:

@@ -109,14 +109,14 @@ def _from_lsof(port: int) -> list[Holder]:
     return holders
 
 
-def port_taken_message(host: str, port: int, reason: str) -> str:
+def port_taken_message(host: str, port: int, reason: str, flag: str = "--port") -> str:
     """What `kinesim serve` says when `host:port` is taken: who holds it, if that can be found,
     and what to do."""
     holders = port_holders(port)
     if not holders:
         return (f"cannot listen on {host}:{port}: {reason}. Another server (kinesim, LocalStack...) is probably "
-                "using it: stop it, or choose another --port.")
+                f"using it: stop it, or choose another {flag}.")
     who = ", ".join(str(h) for h in holders[:3]) + (f" and {len(holders) - 3} more" if len(holders) > 3 else "")
     pids = " ".join(str(h.pid) for h in holders[:3])
     return (f"cannot listen on {host}:{port}: {reason}; it is held by {who}. Stop it (kill {pids}), "
-            f"or choose another --port.")
+            f"or choose another {flag}.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import logging
 import os
@@ -15,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from .config import Settings, SettingsError
+from .config import DEFAULT_KAFKA_PORT, Settings, SettingsError
 from .edge import Edge
 from .idle_connections import IdleReaper
 from .store.owner import DataDirInUse, claim
@@ -25,10 +26,12 @@ log = logging.getLogger("kinesim")
 MAX_HEAD_BYTES = 1024 * 1024 + 16 * 1024
 
 
-def serve(settings: Settings, spark: bool = False, spark_memory: str | None = None) -> None:
+def serve(settings: Settings, spark: bool = False, spark_memory: str | None = None,
+          kafka_port_given: bool = True) -> None:
     """Serve until SIGINT/SIGTERM. One process: state, readers and notifications are shared.
     With `spark`, a warm Spark Connect server is started beside it (see analytics/connect_server);
-    whoever started one, it is stopped when this server stops."""
+    whoever started one, it is stopped when this server stops. `kafka_port_given`: the user chose
+    `settings.kafka_port` (taken, it is an error; the default taken is a warning)."""
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
     from granian.server.mt import MTServer
@@ -56,6 +59,7 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
     try:
         owner = None if settings.in_memory else claim(settings.data_dir, url)
         check_port_free(settings.host, settings.port)
+        kafka_sock = kafka_socket(settings.host, settings.kafka_port, kafka_port_given)
         edge = Edge(settings)
     except (SettingsError, DataDirInUse) as err:
         raise SystemExit(f"kinesim: {err}") from None
@@ -87,12 +91,18 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
         http1_settings=HTTP1Settings(header_read_timeout=max(1, int(settings.idle_connection_s * 1000)),
                                      max_buffer_size=MAX_HEAD_BYTES))
     reaper = IdleReaper(settings.port, settings.idle_connection_s).start()
+    kafka = None
+    if kafka_sock is not None:
+        from .kafka.listener import KafkaListener  # kio's schemas load only when Kafka is served
+        kafka = KafkaListener(edge, kafka_sock, settings.idle_connection_s).start()
     edge.keeper.start()
     try:
         server.serve(target_loader=lambda *a, **k: edge, wrap_loader=False)
     finally:
         edge.keeper.stop()
         reaper.stop()
+        if kafka is not None:
+            kafka.stop()  # its handlers use the store: stopped before the edge closes it
         # Stopping the server stops everything it started, and a warm Spark some `kinesim sql`
         # started for its data (the supervisor would otherwise wait for missed health checks).
         from .analytics import connect_server  # here, not at start-up (7 ms before the first answer)
@@ -141,11 +151,41 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as err:
-            if err.errno == errno.EADDRINUSE:
-                from .port_holder import port_taken_message  # only when the port is taken
-                raise SettingsError(port_taken_message(host, port, err.strerror)) from None
-            raise SettingsError(f"cannot listen on {host}:{port}: {err.strerror}. Choose another --host or "
-                                "--port.") from None
+            raise port_error(host, port, err, "--port") from None
+
+
+def port_error(host: str, port: int, err: OSError, flag: str) -> SettingsError:
+    """What to say when `host:port` cannot be listened on; `flag` is the option that chose it."""
+    if err.errno == errno.EADDRINUSE:
+        from .port_holder import port_taken_message  # only when the port is taken
+        return SettingsError(port_taken_message(host, port, err.strerror, flag))
+    return SettingsError(f"cannot listen on {host}:{port}: {err.strerror}. Choose another --host or {flag}.")
+
+
+def kafka_socket(host: str, port: int, explicit: bool) -> socket.socket | None:
+    """The Kafka port's listening socket, or None when Kafka is off. A port the user asked for
+    that is taken stops the server (the same error as the HTTP port's); the default one taken
+    (another Kafka on this machine, most likely) only means no Kafka: one warning, and the rest
+    of the server starts."""
+    if not port:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    # Bound for real, not probed: without SO_REUSEPORT the bind fails while any other socket
+    # listens there. SO_REUSEADDR only lets a previous run's TIME_WAIT connections be.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError as err:
+        sock.close()
+        if explicit or err.errno != errno.EADDRINUSE:
+            raise port_error(host, port, err, "--kafka-port") from None
+        log.warning("kafka: %s:%d is taken (%s); Kafka clients are not served, use --kafka-port", host, port,
+                    err.strerror)
+        return None
+    sock.setblocking(False)
+    return sock
 
 
 def raise_open_files_limit() -> int:
@@ -198,7 +238,10 @@ class ServerProcess:
     """`kinesim serve` in a subprocess, exactly as a user runs it."""
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
-        self.settings = settings or Settings(**{"port": free_port(), **overrides})
+        # Kafka is off unless a test asks for it (with a free port): tests never bind 9092.
+        self.settings = settings or Settings(**{"port": free_port(), "kafka_port": 0, **overrides})
+        if settings is not None and settings.kafka_port == DEFAULT_KAFKA_PORT:
+            self.settings = dataclasses.replace(settings, kafka_port=0)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -217,7 +260,7 @@ class ServerProcess:
                "--subscription-heartbeat", str(s.subscription_heartbeat_s),
                "--request-threads", str(s.request_threads), "--max-subscriptions", str(s.max_subscriptions),
                "--max-long-polls", str(s.max_long_polls), "--idle-timeout", str(s.idle_connection_s),
-               "--firehose-interval-scale", str(s.firehose_interval_scale)]
+               "--firehose-interval-scale", str(s.firehose_interval_scale), "--kafka-port", str(s.kafka_port)]
         for flag, values in (("--cors-origins", s.cors_origins), ("--allowed-hosts", s.allowed_hosts)):
             if values:
                 cmd += [flag, *values]

@@ -22,7 +22,11 @@ PACKAGES = ("kinesim", "firehose")
 # and the web framework of the admin routes.
 NOT_FROM_KINESIS = ("kinesim.functions", "firehose", "kinesim.s3", "kinesim.sqs", "kinesim.sns",
                     "kinesim.logs", "kinesim.deploy", "kinesim.edge", "kinesim.services", "kinesim.admin", "kinesim.server",
-                    "kinesim.analytics", "kinesim.stream_cli", "kinesim.webconsole", "flask")
+                    "kinesim.analytics", "kinesim.stream_cli", "kinesim.webconsole", "kinesim.kafka", "flask")
+
+# What the Kafka listener (kinesim/kafka) may import of kinesim: it serves the Kinesis streams
+# through the kinesis package, and the server hands it the services it needs.
+KAFKA_MAY_IMPORT = ("kinesim.kafka", "kinesim.kinesis", "kinesim.protocol", "kinesim.scopes")
 
 
 def _modules() -> dict[str, Path]:
@@ -181,6 +185,17 @@ def test_importing_kinesis_pulls_in_no_other_service():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [], f"importing kinesim.kinesis also imported: {done.stdout.split()}"
+
+
+def test_kafka_builds_on_kinesis_only():
+    graph = import_graph()
+    kafka = [name for name in graph if _within(name, "kinesim.kafka")]
+    assert "kinesim.kafka.listener" in kafka
+    outside = sorted(f"{name} -> {dep}" for name in kafka for dep in graph[name]
+                     if not any(_within(dep, allowed) for allowed in KAFKA_MAY_IMPORT) and dep != "kinesim")
+    assert outside == []
+    assert not [name for name, deps in graph.items()
+                if _within(name, "kinesim.kinesis") and any(_within(d, "kinesim.kafka") for d in deps)]
 
 
 def test_the_server_starts_without_the_deploy_engine():

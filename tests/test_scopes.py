@@ -351,6 +351,11 @@ def test_a_data_directory_written_before_scopes_is_served_unchanged(tmp_path_fac
     assert not os.path.exists(os.path.join(old, "kinesim", "scopes.py"))
 
     class OldServer(ServerProcess):
+        def command(self) -> list[str]:
+            cmd = super().command()  # without --kafka-port, which the old code has not (nor Kafka)
+            at = cmd.index("--kafka-port")
+            return cmd[:at] + cmd[at + 2:]
+
         def start(self, timeout: float = 30.0, preexec_fn=None) -> "OldServer":
             # run from the old tree: `python -m kinesim` (and the server's child) import it first
             self.proc = subprocess.Popen(self.command(), cwd=old)

@@ -1,11 +1,12 @@
-"""The data plane: PutRecord, PutRecords, GetRecords, and the wait-for-append readers share."""
+"""The data plane: PutRecord, PutRecords, GetRecords, and the wait-for-append readers share;
+`put_to_shards`, Kafka's Produce, appends through the same steps as PutRecords (`locked_put`)."""
 from __future__ import annotations
 
 import hashlib
 import itertools
 import time
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..protocol.errors import invalid_argument, not_found, throughput_exceeded, validation_error
 from ..protocol.constraints import null_member, violations
@@ -162,17 +163,16 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
         keys.append(key_of(r))
     dryrun.stop(p)
     results: list[dict[str, Any]] = []
-    batches: dict[int, list[StoredRecord]] = {}
-    touched: dict[int, Shard] = {}
     failed = 0
     enforce = svc.settings.enforce_limits
-    with stream.lock:
-        route = router(stream)
-        now = round(time.time(), 3)
-        arrival = int(now)
-        # Indexes are handed out locally and published only after the commit, so a reader
-        # never sees a tip whose records are not yet stored.
+
+    def stamp(now: float) -> tuple[dict[int, list[StoredRecord]], dict[int, Shard], dict[int, int]]:
+        nonlocal failed
+        batches: dict[int, list[StoredRecord]] = {}
+        touched: dict[int, Shard] = {}
         next_index: dict[int, int] = {}
+        route = router(stream)
+        arrival = int(now)
         for r, key in zip(entries, keys):
             shard = route(key)
             if enforce and not svc.meter.write(shard.uid, len(r["Data"])):
@@ -187,14 +187,82 @@ def put_records(svc: KinesisService, p: dict[str, Any]) -> dict[str, Any]:
             batches.setdefault(shard.uid, []).append((index, seq, r["PartitionKey"], r["Data"], now))
             touched[shard.uid] = shard
             results.append({"SequenceNumber": seq, "ShardId": shard.shard_id})
-        svc.store.append_many(batches)
+        return batches, touched, next_index
+
+    locked_put(svc, stream, stamp)
+    return encryption(stream, {"FailedRecordCount": failed, "Records": results})
+
+
+Stamp = Callable[[float], tuple[dict[int, list], dict[int, Shard], dict[int, int]]]
+
+
+def locked_put(svc: KinesisService, stream: Stream, stamp: Stamp, kafka: bool = False) -> float:
+    """A multi-record put's commit, shared by PutRecords and Kafka's Produce. Under the stream's
+    lock, `stamp(now)` hands out indexes from each shard's `next_index` and returns the rows
+    ({uid: rows}), the shards ({uid: shard}) and each shard's next index after them ({uid: index});
+    they are stored in one transaction, and only then the shards' tips move, so a reader never sees
+    a tip whose records are not stored yet (and a failed commit takes no index). Then readers wake
+    and the writes are counted. Returns the arrival time (`now`, in ms precision) it stamped."""
+    with stream.lock:
+        now = round(time.time(), 3)  # AWS's arrival times have millisecond precision
+        batches, touched, next_index = stamp(now)
+        svc.store.append_many(batches, kafka)
         for uid, index in next_index.items():
             touched[uid].next_index = index
     for shard in touched.values():
         shard.notify()
     svc.write_rates.add_many({uid: (len(batch), sum([len(row[3]) for row in batch]))
                               for uid, batch in batches.items()}, now)
-    return encryption(stream, {"FailedRecordCount": failed, "Records": results})
+    return now
+
+
+class ShardClosed(Exception):
+    """A Kafka put named a closed shard (partition): nothing of the put was stored."""
+
+    def __init__(self, shard: Shard):
+        super().__init__(f"{shard.shard_id} is closed")
+        self.shard = shard
+
+
+def put_to_shards(svc: KinesisService, stream: Stream,
+                  entries: dict[int, list[tuple[str, bytes, bytes | None]]]) -> dict[int, range]:
+    """Append records to shards the caller chose (Kafka's Produce: partition N is the shard with
+    index N), entries (partition key, data, kafka meta) per shard index, all in one transaction.
+    Returns each shard's record indexes (its Kafka offsets are these minus 1).
+
+    Everything is checked before anything is handed out, under the stream's lock (which resharding
+    holds while it closes shards): an unknown shard raises IndexError, a closed one ShardClosed, and
+    then nothing is stored. The caller checks sizes and the stream's status, and decides where
+    records for a closed shard go. The per-shard write meter (`enforce_limits`) is not applied: it
+    would fail single records, and a Kafka batch is stored whole or not at all."""
+    out: dict[int, range] = {}
+
+    def stamp(now: float) -> tuple[dict[int, list], dict[int, Shard], dict[int, int]]:
+        shards = stream.shards
+        for n in entries:
+            if not 0 <= n < len(shards):
+                raise IndexError(f"{stream.name} has no shard {sequence.shard_id(n)}")
+            if not shards[n].is_open:
+                raise ShardClosed(shards[n])
+        batches: dict[int, list] = {}
+        touched: dict[int, Shard] = {}
+        next_index: dict[int, int] = {}
+        arrival = int(now)
+        for n, rows in entries.items():
+            if not rows:
+                continue
+            shard = shards[n]
+            first = shard.next_index
+            make, created = sequence.make, shard.created
+            batches[shard.uid] = [(index, make(created, n, index, arrival), pk, data, now, meta)
+                                  for index, (pk, data, meta) in enumerate(rows, first)]
+            touched[shard.uid] = shard
+            next_index[shard.uid] = first + len(rows)
+            out[n] = range(first, first + len(rows))
+        return batches, touched, next_index
+
+    locked_put(svc, stream, stamp, kafka=True)
+    return out
 
 
 def child_shards(stream: Stream, shard: Shard) -> list[dict[str, Any]]:
@@ -206,14 +274,15 @@ def child_shards(stream: Stream, shard: Shard) -> list[dict[str, Any]]:
 
 
 def read_batch(svc: KinesisService, stream: Stream, shard: Shard, index: int, limit: int,
-               max_bytes: int = MAX_GET_BYTES) -> tuple[list[StoredRecord], int, bool]:
+               max_bytes: int = MAX_GET_BYTES, kafka: bool = False) -> tuple[list[StoredRecord], int, bool]:
     """Records from `index` on, the index after them, and whether the reader is at the tip.
 
-    Shared by GetRecords, SubscribeToShard and the other in-process readers.
+    Shared by GetRecords, SubscribeToShard and the other in-process readers; `kafka`: the rows are
+    KafkaRecords, with the `kafka` column (Kafka's Fetch).
     """
     tip = shard.next_index
     horizon = svc.retention_horizon(stream)
-    rows = svc.store.read(shard.uid, index, limit, horizon)
+    rows = svc.store.read(shard.uid, index, limit, horizon, kafka)
     size = 0
     for n, row in enumerate(rows):
         size += len(row[3])

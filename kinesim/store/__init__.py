@@ -1,4 +1,4 @@
 """The only place that touches disk: streams, shards, records, consumers, tags in one SQLite database."""
-from .sqlite import Store, StoredRecord
+from .sqlite import KafkaRecord, Store, StoredRecord
 
-__all__ = ["Store", "StoredRecord"]
+__all__ = ["KafkaRecord", "Store", "StoredRecord"]

@@ -15,6 +15,9 @@ DELETE_ROWS, DELETE_BYTES = 500, 5 << 20
 
 # (record index in shard, sequence number, partition key, data, arrival epoch seconds)
 StoredRecord = tuple[int, str, str, bytes, float]
+# A StoredRecord and its `kafka` column (kafka/batches.py's meta; None for a Kinesis put). Only the
+# Kafka paths pass or ask for it, so every Kinesis path keeps its 5-column statements.
+KafkaRecord = tuple[int, str, str, bytes, float, bytes | None]
 
 
 def wal_bytes(pages: int, rows: int, data: int) -> int:
@@ -31,11 +34,36 @@ def rows_of(batches: dict[int, list[StoredRecord]]) -> list[tuple]:
     return rows
 
 
+def kafka_rows_of(batches: dict[int, list[KafkaRecord]]) -> list[tuple]:
+    rows = []
+    for shard_uid, records in batches.items():
+        base = shard_uid << SHIFT
+        rows.extend((base | idx, seq, pk, data, arrival, meta) for idx, seq, pk, data, arrival, meta in records)
+    return rows
+
+
 def read_range(conn: sqlite3.Connection, start: int, end: int, limit: int, min_arrival: float) -> list[StoredRecord]:
     rows = conn.execute(
         "SELECT key, seq, pk, data, arrival FROM records WHERE key >= ? AND key < ? AND arrival >= ?"
         " ORDER BY key LIMIT ?", (start, end, min_arrival, limit)).fetchall()
     return [(key & MASK, seq, pk, data, arrival) for key, seq, pk, data, arrival in rows]
+
+
+def read_range_kafka(conn: sqlite3.Connection, start: int, end: int, limit: int,
+                     min_arrival: float) -> list[KafkaRecord]:
+    """read_range with the `kafka` column (a separate statement: the Kinesis one stays as it was)."""
+    rows = conn.execute(
+        "SELECT key, seq, pk, data, arrival, kafka FROM records WHERE key >= ? AND key < ? AND arrival >= ?"
+        " ORDER BY key LIMIT ?", (start, end, min_arrival, limit)).fetchall()
+    return [(key & MASK, seq, pk, data, arrival, meta) for key, seq, pk, data, arrival, meta in rows]
+
+
+def add_column(conn: sqlite3.Connection, table: str, column: str, schema: str = "main") -> None:
+    """Add a nullable column to a table written by an older version (ALTER TABLE ... ADD COLUMN
+    changes only the schema, no row is rewritten). Older versions still open the file: every
+    statement of theirs names its columns, and they leave the new one NULL."""
+    if column not in [row[1] for row in conn.execute(f"PRAGMA {schema}.table_info({table})")]:
+        conn.execute(f"ALTER TABLE {schema}.{table} ADD COLUMN {column} BLOB")
 
 
 def first_at(conn: sqlite3.Connection, start: int, end: int, timestamp: float) -> int | None:

@@ -35,6 +35,9 @@ stale and it takes both again (`Store._snapshot`). When they agree, every row th
 `recent` is in the snapshot, and everything before it is in `records` (whose snapshot is taken
 later, so it can only hold more: rows the view still places in `recent`, which are not read there).
 
+Each row carries the `kafka` column (Kafka-only fields, NULL for Kinesis puts; see
+kafka/batches.py) into `records` with it, so it is committed, moved and expired with its record.
+
 Crash safety: rows are copied into `records` first and deleted from `recent` afterwards, so a kill
 in between leaves them in both; they stay readable (from `recent`) and the next round copies them
 again over themselves (OR REPLACE).
@@ -49,7 +52,7 @@ from bisect import bisect_left
 from itertools import count
 from typing import Callable, Iterable
 
-from .ranges import MASK, SHIFT
+from .ranges import MASK, SHIFT, add_column
 from .tails import Tail, View, expand
 from .transaction import transaction
 
@@ -58,7 +61,7 @@ SCHEMA_NAME = "rs"  # what the other connections attach RECENT_FILE as
 TABLES = ("recent_0", "recent_1")
 _TABLE = """CREATE TABLE IF NOT EXISTS {} (
     gkey INTEGER PRIMARY KEY, key INTEGER NOT NULL, seq TEXT NOT NULL, pk TEXT NOT NULL,
-    data BLOB NOT NULL, arrival REAL NOT NULL);
+    data BLOB NOT NULL, arrival REAL NOT NULL, kafka BLOB);
 """
 SCHEMA = "".join(_TABLE.format(t) for t in TABLES) + """
 CREATE TABLE IF NOT EXISTS recent_state (
@@ -66,6 +69,7 @@ CREATE TABLE IF NOT EXISTS recent_state (
 INSERT OR IGNORE INTO recent_state (id, step, active) VALUES (0, 0, 0);
 """
 INSERT = [f"INSERT INTO {t} (gkey, key, seq, pk, data, arrival)" for t in TABLES]
+INSERT_KAFKA = [f"INSERT INTO {t} (gkey, key, seq, pk, data, arrival, kafka)" for t in TABLES]
 DELETE = [f"DELETE FROM {t} WHERE gkey IN (SELECT value FROM json_each(?))" for t in TABLES]
 
 
@@ -80,13 +84,15 @@ def _both(columns: str, where: str = "", tail: str = "", schema: str = SCHEMA_NA
 # Run by other connections, which attach RECENT_FILE as SCHEMA_NAME.
 FETCH = [f"SELECT r.gkey, r.key, r.seq, r.pk, r.data, r.arrival FROM json_each(?1) AS j"
          f" JOIN {SCHEMA_NAME}.{t} AS r ON r.gkey = j.value ORDER BY 1" for t in TABLES]
+FETCH_KAFKA = [f"SELECT r.gkey, r.key, r.seq, r.pk, r.data, r.arrival, r.kafka FROM json_each(?1) AS j"
+               f" JOIN {SCHEMA_NAME}.{t} AS r ON r.gkey = j.value ORDER BY 1" for t in TABLES]
 FIRST_AT = [f"SELECT r.key FROM json_each(?1) AS j JOIN {SCHEMA_NAME}.{t} AS r ON r.gkey = j.value"
             " WHERE r.arrival >= ?2 ORDER BY r.gkey LIMIT 1" for t in TABLES]
 STEP = f"SELECT step FROM {SCHEMA_NAME}.recent_state"
 # By the main database's writer. OR REPLACE: a row already in `records` can only be this same
 # record, copied by a round that was killed before it emptied its table.
-MOVE = ["INSERT OR REPLACE INTO main.records (key, seq, pk, data, arrival)"
-        f" SELECT r.key, r.seq, r.pk, r.data, r.arrival FROM json_each(?) AS j JOIN {SCHEMA_NAME}.{t} AS r"
+MOVE = ["INSERT OR REPLACE INTO main.records (key, seq, pk, data, arrival, kafka)"
+        f" SELECT r.key, r.seq, r.pk, r.data, r.arrival, r.kafka FROM json_each(?) AS j JOIN {SCHEMA_NAME}.{t} AS r"
         " ON r.gkey = j.value" for t in TABLES]
 _ARRIVALS = _both("r.gkey, r.arrival", tail="ORDER BY 1", schema="")
 
@@ -98,7 +104,7 @@ WIDE_SHARDS = 8
 WIDE_BYTES_PER_SHARD = 4096
 
 
-CHUNK = 64  # rows per INSERT statement (x 5-6 columns: far below SQLite's 32,766 parameters)
+CHUNK = 64  # rows per INSERT statement (x 5-7 columns: far below SQLite's 32,766 parameters)
 _INSERTS: dict[tuple[str, int], str] = {}
 
 
@@ -143,6 +149,8 @@ class Recent:
         self.last_append = 0.0
         conn = self.conn
         conn.executescript(SCHEMA)
+        for table in TABLES:  # a file written before the column existed
+            add_column(conn, table, "kafka")
         self.step, self.active = conn.execute("SELECT step, active FROM recent_state").fetchone()
         self.next_gkey = 1
         self.switch = self._load(TABLES[1 - self.active])  # rows below it are in the inactive table
@@ -184,16 +192,22 @@ class Recent:
 
     # appending (under write_lock)
 
-    def append(self, rows: dict[int, list], size: int) -> None:
-        """Commit shards' records (StoredRecord lists, `size` bytes of data) in one transaction,
-        then show them to readers."""
+    def append(self, rows: dict[int, list], size: int, kafka: bool = False) -> None:
+        """Commit shards' records (StoredRecord lists, or KafkaRecord lists when `kafka`; `size`
+        bytes of data) in one transaction, then show them to readers."""
         conn, first = self.conn, self.next_gkey
         gkeys = count(first)  # one comprehension for the whole batch: ~1 µs less per shard than one each
         with transaction(conn):
-            insert_rows(conn, INSERT[self.active], [
-                (next(gkeys), base | idx, seq, pk, data, arrival)
-                for uid, records in rows.items() for base in (uid << SHIFT,)
-                for idx, seq, pk, data, arrival in records])
+            if kafka:
+                insert_rows(conn, INSERT_KAFKA[self.active], [
+                    (next(gkeys), base | idx, seq, pk, data, arrival, meta)
+                    for uid, records in rows.items() for base in (uid << SHIFT,)
+                    for idx, seq, pk, data, arrival, meta in records])
+            else:
+                insert_rows(conn, INSERT[self.active], [
+                    (next(gkeys), base | idx, seq, pk, data, arrival)
+                    for uid, records in rows.items() for base in (uid << SHIFT,)
+                    for idx, seq, pk, data, arrival in records])
         self._publish(first, rows, size)
 
     def _publish(self, g: int, rows: dict[int, list], size: int) -> None:
@@ -327,14 +341,16 @@ class Recent:
             return list(self.tails)
 
     @staticmethod
-    def fetch(conn, view: View, gkeys: list[int]) -> list[tuple]:
+    def fetch(conn, view: View, gkeys: list[int], kafka: bool = False) -> list[tuple]:
         """(gkey, key, seq, pk, data, arrival) rows of `gkeys` (ascending, from `view`) that exist,
-        in order: a lookup in the one table each is in, not in both."""
+        in order, with the `kafka` column last when asked: a lookup in the one table each is in,
+        not in both."""
         split = bisect_left(gkeys, view.switch)
         rows = []
+        fetch = FETCH_KAFKA if kafka else FETCH
         for part, table in ((gkeys[:split], 1 - view.active), (gkeys[split:], view.active)):
             if part:
-                rows += conn.execute(FETCH[table], (json.dumps(part),)).fetchall()
+                rows += conn.execute(fetch[table], (json.dumps(part),)).fetchall()
         return rows
 
     @staticmethod

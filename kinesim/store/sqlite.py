@@ -14,6 +14,13 @@ may instead still be in `recent` (a file of its own beside the database, attache
 connection), where PutRecords batches spread over many shards are appended in arrival order until
 the compactor sorts them in: see `recent` and `compact`.
 
+Records put by Kafka clients carry their Kafka-only fields (timestamp, headers, key bytes, ...:
+kafka/batches.py) in a nullable column `kafka` of the same row, NULL for Kinesis puts: in the row,
+they are committed, compacted and expired with the record (a side table in `recent`'s file would
+not commit atomically with it). Databases from before the column gain it at open; older versions
+still open them (their statements name their columns), though a compaction of theirs drops the
+column of rows it moves out of `recent` (empty after a clean stop: `close`).
+
 Space of deleted rows (expired or deleted streams' records, delivered Firehose buffers, documents)
 goes back to the OS in the background: see `space`.
 """
@@ -31,7 +38,8 @@ from typing import Any, Iterable
 from .buffers import FirehoseBuffers
 from .checkpoint import BACKSTOP_PAGES, Checkpointer
 from .compact import Compactor, compact_round
-from .ranges import MASK, SHIFT, StoredRecord, batch_end, first_at, read_range, rows_of, wal_bytes
+from .ranges import (MASK, SHIFT, KafkaRecord, StoredRecord, add_column, batch_end, first_at, kafka_rows_of, read_range,
+                     read_range_kafka, rows_of, wal_bytes)
 from .recent import RECENT_FILE, SCHEMA_NAME, STEP, WIDE_SHARDS, Recent, data_size, is_wide
 from .space import WAL_LIMIT_BYTES, Reclaimer, convert_to_incremental
 from .tails import View
@@ -44,13 +52,14 @@ CREATE TABLE IF NOT EXISTS documents (
     kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, name));
 CREATE TABLE IF NOT EXISTS records (
     key INTEGER PRIMARY KEY, seq TEXT NOT NULL, pk TEXT NOT NULL,
-    data BLOB NOT NULL, arrival REAL NOT NULL);
+    data BLOB NOT NULL, arrival REAL NOT NULL, kafka BLOB);
 CREATE TABLE IF NOT EXISTS firehose_buffer (
     stream TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL, arrival REAL NOT NULL,
     PRIMARY KEY (stream, seq));
 """
 CLOSE_ROWS = 50_000  # at most this many rows in `recent` are moved into `records` by `close`
 _INSERT = "INSERT INTO records (key, seq, pk, data, arrival) VALUES (?, ?, ?, ?, ?)"
+_INSERT_KAFKA = "INSERT INTO records (key, seq, pk, data, arrival, kafka) VALUES (?, ?, ?, ?, ?, ?)"
 
 
 class Store(FirehoseBuffers):
@@ -68,6 +77,7 @@ class Store(FirehoseBuffers):
         self._write = self._connect("auto_vacuum=INCREMENTAL", attach=False)
         convert_to_incremental(self._write, self.path)
         self._write.executescript(_SCHEMA)
+        add_column(self._write, "records", "kafka")  # a database written before the column existed
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._space = Reclaimer(self._write, self._write_lock, self.path)
@@ -213,31 +223,32 @@ class Store(FirehoseBuffers):
             self._write.execute(_INSERT, ((shard_uid << SHIFT) | idx, seq, pk, data, arrival))
             self._checkpoints.wrote(wal_bytes(1, 1, len(data)))
 
-    def append_many(self, batches: dict[int, list[StoredRecord]]) -> None:
+    def append_many(self, batches: dict[int, list[StoredRecord]], kafka: bool = False) -> None:
         """Commit records to several shards in one transaction (PutRecords): into `recent` when
         the batch is wide (see `recent.is_wide`) or one of its shards has records there, else
-        into `records`. Either way one file, one transaction."""
+        into `records`. Either way one file, one transaction. `kafka`: the records are
+        KafkaRecords, their last member stored in the `kafka` column (Kafka's Produce)."""
         size = data_size(batches) if len(batches) > WIDE_SHARDS else 0
         if is_wide(batches, size):
             self._compactor.wait_for_room()
-            self._to_recent(batches, size)
+            self._to_recent(batches, size, kafka)
             return
         if any(self._recent.has(uid) for uid in batches):
-            self._to_recent(batches, data_size(batches))
+            self._to_recent(batches, data_size(batches), kafka)
             return
-        rows = rows_of(batches)
+        rows, insert = (kafka_rows_of(batches), _INSERT_KAFKA) if kafka else (rows_of(batches), _INSERT)
         with self._write_lock:
             with transaction(self._write) as w:
                 # executemany, not recent.insert_rows: multi-row INSERTs into `records` wrote ~11
                 # bytes more per record at 4 shards (measured; SQLite's page splits, presumably).
-                w.executemany(_INSERT, rows)
+                w.executemany(insert, rows)
             # Rows in `records` dirty a page per shard besides the pages they fill.
             self._checkpoints.wrote(wal_bytes(len(batches), len(rows), size or data_size(batches)))
 
-    def _to_recent(self, batches: dict[int, list[StoredRecord]], size: int) -> None:
+    def _to_recent(self, batches: dict[int, list[StoredRecord]], size: int, kafka: bool = False) -> None:
         recent = self._recent
         with recent.write_lock:
-            recent.append(batches, size)
+            recent.append(batches, size, kafka)
             self._recent_checkpoints.wrote(wal_bytes(1, sum(len(rows) for rows in batches.values()), size))
         self._compactor.appended()
 
@@ -264,23 +275,30 @@ class Store(FirehoseBuffers):
             with self._recent.write_lock:  # held from a step's bump until `recent` shows the step
                 pass
 
-    def read(self, shard_uid: int, from_idx: int, limit: int, min_arrival: float = 0.0) -> list[StoredRecord]:
-        """Up to `limit` records of a shard from index `from_idx` on, skipping expired ones."""
+    def read(self, shard_uid: int, from_idx: int, limit: int, min_arrival: float = 0.0,
+             kafka: bool = False) -> list[StoredRecord] | list[KafkaRecord]:
+        """Up to `limit` records of a shard from index `from_idx` on, skipping expired ones;
+        KafkaRecords (with the `kafka` column) when `kafka`."""
         base = shard_uid << SHIFT
+        read_rows = read_range_kafka if kafka else read_range
         conn, view = self._snapshot(shard_uid, from_idx)
         if view is None:
-            return read_range(conn, base | from_idx, base + (1 << SHIFT), limit, min_arrival)
+            return read_rows(conn, base | from_idx, base + (1 << SHIFT), limit, min_arrival)
         try:
             out = []
             if from_idx < view.first:
-                out = read_range(conn, base | from_idx, base | view.first, limit, min_arrival)
+                out = read_rows(conn, base | from_idx, base | view.first, limit, min_arrival)
             gkeys, at = view.gkeys(), 0
             # Expired rows are the shard's oldest: a chunk may be short of them, the next one not.
             while len(out) < limit and at < len(gkeys):
                 chunk = gkeys[at:at + limit - len(out)]
                 at += len(chunk)
-                out.extend((key & MASK, seq, pk, data, arrival)
-                           for _, key, seq, pk, data, arrival in Recent.fetch(conn, view, chunk) if arrival >= min_arrival)
+                if kafka:
+                    out.extend((key & MASK, seq, pk, data, arrival, meta) for _, key, seq, pk, data, arrival, meta
+                               in Recent.fetch(conn, view, chunk, True) if arrival >= min_arrival)
+                else:
+                    out.extend((key & MASK, seq, pk, data, arrival) for _, key, seq, pk, data, arrival
+                               in Recent.fetch(conn, view, chunk) if arrival >= min_arrival)
             return out
         finally:
             conn.execute("COMMIT")
