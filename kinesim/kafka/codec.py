@@ -26,6 +26,9 @@ API_VERSIONS = 18
 # api key -> (lowest, highest) version served; see the plan's §2 for why each bound. Only what
 # is implemented is advertised: clients pick the highest version both sides know.
 VERSIONS: dict[int, tuple[int, int]] = {
+    0: (3, 12),    # Produce; v13 names topics by id
+    1: (4, 12),    # Fetch; v13+ name topics by id
+    2: (1, 10),    # ListOffsets; v11 is for KIP-1005's last tiered offset
     API_VERSIONS: (0, 4),
     3: (0, 12),    # Metadata; v13 has no new field clients need
     60: (0, 1),    # DescribeCluster; v2 asks for controllers, which KRaft clients ask brokers not

@@ -1,8 +1,13 @@
 """What a handler knows of the connection it serves."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+
+class CloseConnection(Exception):
+    """A handler's way to close its connection instead of answering (a failed acks=0 Produce)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,3 +17,9 @@ class Context:
     host: str             # the address the client reached us by: advertised as broker 0's
     port: int
     node_id: int = 0      # kinesim is a cluster of one broker, node 0, leader of everything
+    pool: Any = None      # the listener's executor: the store is not touched on the loop
+
+    async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in the pool, for async handlers (Fetch), which wait on the loop and read
+        the store in between."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)

@@ -1,8 +1,10 @@
 """The Kafka port: one asyncio loop in one thread ("kinesim-kafka") serves every connection.
 
 A connection's requests are read and answered one at a time, in order (a Kafka broker mutes a
-connection while a request is in flight; clients pipeline and match answers by order). Handlers
-run in a small thread pool: they touch the store, and the loop never waits on SQLite. A frame
+connection while a request is in flight; clients pipeline and match answers by order). Plain
+handlers run in a small thread pool: they touch the store, and the loop never waits on SQLite.
+Async handlers (Fetch, which may wait long for records) run on the loop and hand their store work
+to the same pool (`Context.blocking`), so a waiting request holds no thread. A frame
 that cannot be served (a size out of bounds, an API or version not advertised, a body that does
 not parse) closes its own connection only, as the broker does: the client reconnects.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import inspect
 import logging
 import socket
 import threading
@@ -19,7 +22,7 @@ import uuid
 from typing import Any
 
 from . import codec
-from .context import Context
+from .context import CloseConnection, Context
 from .handlers import versions
 from .operations import OPERATIONS
 
@@ -95,7 +98,7 @@ class KafkaListener:
             await self._requests(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, asyncio.TimeoutError):
             pass  # the client went, or was silent too long
-        except codec.Malformed as err:
+        except (codec.Malformed, CloseConnection) as err:
             log.debug("kafka: closing %s: %s", writer.get_extra_info("peername"), err)
         except asyncio.CancelledError:
             # The server stops (`_close`). Not raised on: Python 3.11's stream callback then logs
@@ -109,7 +112,8 @@ class KafkaListener:
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("sockname")[:2]
-        ctx = Context(kinesis=self.services.own_scope.kinesis, cluster_id=self.cluster_id, host=host, port=port)
+        ctx = Context(kinesis=self.services.own_scope.kinesis, cluster_id=self.cluster_id, host=host, port=port,
+                      pool=self.pool)
         wait = self.idle_s
         while True:
             # The whole request must arrive in time, not just its first byte: a client trickling
@@ -132,7 +136,10 @@ class KafkaListener:
             return codec.encode(api_key, 0, correlation_id, versions.unsupported_version())
         request = codec.decode(frame)  # Malformed: the connection closes
         handler = OPERATIONS[api_key]
-        tree = await asyncio.get_running_loop().run_in_executor(self.pool, handler, ctx, request.body)
+        if inspect.iscoroutinefunction(handler):
+            tree = await handler(ctx, request.body)
+        else:
+            tree = await asyncio.get_running_loop().run_in_executor(self.pool, handler, ctx, request.body)
         if tree is None:  # nothing to answer (a Produce with acks=0)
             return None
         return codec.encode(api_key, version, correlation_id, tree)

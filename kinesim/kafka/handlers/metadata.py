@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from ..context import Context
+from ..topics import auto_create
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
@@ -41,10 +42,13 @@ def metadata(ctx: Context, body: Any) -> dict[str, Any]:
                                "partitions": []})
                 continue
             stream = kinesis.find(name)
+            code = UNKNOWN_TOPIC_OR_PARTITION
+            if stream is None and getattr(body, "allow_auto_topic_creation", True):
+                # Kafka's auto.create.topics.enable (on by default; v0-3 always allow it).
+                code = auto_create(kinesis, name) or LEADER_NOT_AVAILABLE
+                stream = kinesis.find(name)
             if stream is None or not _listed(stream):
-                # Auto-creation (allow_auto_topic_creation) is not served yet: the topic is unknown.
-                topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": None,
-                               "partitions": []})
+                topics.append({"error_code": code, "name": name, "topic_id": None, "partitions": []})
             else:
                 topics.append(_topic(stream))
     return {"throttle_time": 0, "brokers": [_broker(ctx, "node_id")], "cluster_id": ctx.cluster_id,

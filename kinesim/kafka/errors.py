@@ -1,0 +1,15 @@
+"""Kafka's error codes that kinesim answers (org.apache.kafka.common.protocol.Errors)."""
+from __future__ import annotations
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+MESSAGE_TOO_LARGE = 10
+INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUEST = 42
+FETCH_SESSION_ID_NOT_FOUND = 70
+UNKNOWN_LEADER_EPOCH = 75
+INVALID_RECORD = 87

@@ -1,0 +1,92 @@
+"""Topics and partitions as streams and shards (docs/plans/issue-35-kafka.md §3): which stream a
+request's topic names (made on first use when auto-creation applies), which shard a partition
+number names, and a partition's log start and end offsets.
+
+Offsets are record indexes minus one: indexes are dense from 1 per shard, so the log end offset
+(LEO, = high watermark = last stable offset: there are no transactions) is `next_index - 1`, and the
+log start is the first record retention has not passed, minus one.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from ..kinesis import streams
+from ..protocol.errors import AwsError
+from . import errors
+
+log = logging.getLogger("kinesim.kafka")
+
+# `num.partitions`: shards of a stream made for an unknown topic (a setting, --kafka-partitions,
+# is planned; one shard is Kafka's own default).
+AUTO_CREATE_SHARDS = 1
+MAX_TOPIC = 249           # Kafka's topic name limit
+MAX_STREAM = 128          # Kinesis' stream name limit
+_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def find(svc: Any, name: str) -> tuple[Any, int]:
+    """(stream, 0) for a topic that can be read, else (None or the stream, error code). A stream
+    being made has no partitions yet (LEADER_NOT_AVAILABLE: clients retry); a deleting one is
+    gone, as a topic marked for deletion is."""
+    stream = svc.find(name) if name else None
+    if stream is None or stream.status == "DELETING":
+        return None, errors.UNKNOWN_TOPIC_OR_PARTITION
+    if not stream.activated:
+        return stream, errors.LEADER_NOT_AVAILABLE
+    return stream, errors.NONE
+
+
+def writable(svc: Any, name: str, create: bool = True) -> tuple[Any, int]:
+    """(stream, 0) for a topic records may be produced to now, else the partitions' error code.
+    An unknown topic is created (Kafka's `auto.create.topics.enable`, on by default) and answered
+    LEADER_NOT_AVAILABLE until its stream is ACTIVE. A stream in neither ACTIVE nor UPDATING
+    answers NOT_LEADER_OR_FOLLOWER, which clients retry after refreshing metadata."""
+    stream = svc.find(name) if name else None
+    if stream is None and create:
+        code = auto_create(svc, name)
+        if code != errors.NONE:
+            return None, code
+        stream = svc.find(name)
+    if stream is None:
+        return None, errors.UNKNOWN_TOPIC_OR_PARTITION
+    if not stream.activated:
+        return stream, errors.LEADER_NOT_AVAILABLE
+    if stream.status not in ("ACTIVE", "UPDATING"):
+        return stream, errors.NOT_LEADER_OR_FOLLOWER
+    return stream, errors.NONE
+
+
+def auto_create(svc: Any, name: str) -> int:
+    """Make a stream for a topic named by a Produce or a Metadata that allows it: 0 once asked
+    for (or made meanwhile by somebody else), else the topic's error code. Kafka's topic names
+    may be longer than a stream's: those are refused, not truncated."""
+    if not name or not _TOPIC_CHARS.fullmatch(name) or name in (".", "..") or len(name) > MAX_TOPIC:
+        return errors.INVALID_TOPIC_EXCEPTION
+    if len(name) > MAX_STREAM:
+        return errors.INVALID_TOPIC_EXCEPTION
+    try:
+        streams.create_stream(svc, {"StreamName": name, "ShardCount": AUTO_CREATE_SHARDS})
+    except AwsError as err:
+        if err.code != "ResourceInUseException":  # one made meanwhile is as good
+            log.info("kafka: topic %s was not created: %s", name, err)
+            return errors.UNKNOWN_TOPIC_OR_PARTITION
+    return errors.NONE
+
+
+def shard_of(stream: Any, partition: int) -> Any | None:
+    """Partition N is the shard with index N (every shard the stream ever had: the list only grows)."""
+    shards = stream.shards
+    return shards[partition] if 0 <= partition < len(shards) else None
+
+
+def log_end(shard: Any) -> int:
+    return shard.next_index - 1
+
+
+def log_start(svc: Any, stream: Any, shard: Any) -> int:
+    """The offset of the oldest record retention keeps; the LEO when none is kept (an empty log)."""
+    first = svc.store.first_index_at(shard.uid, svc.retention_horizon(stream))
+    end = log_end(shard)
+    return end if first is None else min(first - 1, end)
