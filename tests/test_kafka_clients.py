@@ -21,7 +21,6 @@ from conftest import client_for, start_server
 from test_kafka_protocol import address, call
 
 KEYS = [b"alpha", b"\x00\xffbinary", None, b"k" * 300]
-NO_IDEMPOTENCE = {"enable_idempotence": False}  # kafka-python 3 asks InitProducerId (step 4) otherwise
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +51,7 @@ def sent_records(n: int = 8) -> list[dict]:
 
 def kafka_python_produce(proc, topic: str, records: list[dict], partition: int = 0, **config) -> list:
     from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=bootstrap(proc), **{"acks": "all", **NO_IDEMPOTENCE, **config})
+    producer = KafkaProducer(bootstrap_servers=bootstrap(proc), **{"acks": "all", **config})
     try:
         futures = [producer.send(topic, partition=partition, **r) for r in records]
         producer.flush(20)

@@ -243,6 +243,15 @@ def decode_meta(meta: bytes) -> Meta:
     return Meta(timestamp, key, headers, bool(flags & _NULL_VALUE), producer)
 
 
+def producer_of(meta: bytes | None) -> tuple[int, int, int, int] | None:
+    """(id, epoch, base sequence, record count) of the batch a stored record starts, if an
+    idempotent producer's: what rebuilds the sequence table after a restart (kafka/producers.py).
+    The flags byte answers for most records without decoding the rest."""
+    if meta is None or len(meta) < 2 or not meta[1] & _PRODUCER:
+        return None
+    return decode_meta(meta).producer
+
+
 # stored rows <-> Kafka records
 
 def stored_fields(record: Record, producer: tuple[int, int, int, int] | None = None) -> tuple[str, bytes, bytes]:

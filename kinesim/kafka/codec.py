@@ -32,6 +32,13 @@ VERSIONS: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     3: (0, 12),    # Metadata; v13 has no new field clients need
     60: (0, 1),    # DescribeCluster; v2 asks for controllers, which KRaft clients ask brokers not
+    22: (0, 5),    # InitProducerId; v6 is KIP-939's two-phase commit (transactions)
+    19: (2, 7),    # CreateTopics; every version kio has (Kafka 4's floor is 2)
+    20: (1, 6),    # DeleteTopics
+    37: (0, 3),    # CreatePartitions
+    32: (1, 4),    # DescribeConfigs
+    33: (0, 2),    # AlterConfigs
+    44: (0, 1),    # IncrementalAlterConfigs
 }
 
 _FIXED_HEAD = struct.Struct(">hhi")

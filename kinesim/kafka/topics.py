@@ -58,21 +58,54 @@ def writable(svc: Any, name: str, create: bool = True) -> tuple[Any, int]:
     return stream, errors.NONE
 
 
+def invalid_name(name: str | None) -> str | None:
+    """Why `name` cannot be a topic, or None. Kafka's rule (`[a-zA-Z0-9._-]`, 1..249, not "." or
+    ".."), and a stream's 128 characters: longer names are refused, not truncated."""
+    if not name or not _TOPIC_CHARS.fullmatch(name) or name in (".", "..") or len(name) > MAX_TOPIC:
+        return f"Topic name {name!r} is illegal: it must be 1 to {MAX_TOPIC} characters of [a-zA-Z0-9._-], not '.' or '..'"
+    if len(name) > MAX_STREAM:
+        return f"Topic name {name!r} is longer than a stream's {MAX_STREAM} characters"
+    return None
+
+
+def create(svc: Any, name: str, shards: int, retention_hours: int | None = None,
+           max_record_kib: int | None = None) -> tuple[int, str | None]:
+    """Make the stream of a new topic: (0, None), else (Kafka's error code, message)."""
+    problem = invalid_name(name)
+    if problem is not None:
+        return errors.INVALID_TOPIC_EXCEPTION, problem
+    params: dict[str, Any] = {"StreamName": name, "ShardCount": shards}
+    if max_record_kib is not None:
+        params["MaxRecordSizeInKiB"] = max_record_kib
+    try:
+        streams.create_stream(svc, params)
+    except AwsError as err:
+        if err.code == "ResourceInUseException":
+            return errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        if err.code == "LimitExceededException":  # the account's shard limit
+            return errors.INVALID_PARTITIONS, err.message
+        return errors.INVALID_REQUEST, err.message
+    if retention_hours is not None:
+        # CreateStream has no retention parameter (AWS: 24 h, then IncreaseRetentionPeriod, which
+        # needs an ACTIVE stream): set at once, so no record is ever kept by another retention.
+        stream = svc.find(name)
+        if stream is not None:
+            with stream.lock:
+                stream.retention_hours = retention_hours
+                svc.save(stream)
+    return errors.NONE, None
+
+
 def auto_create(svc: Any, name: str) -> int:
     """Make a stream for a topic named by a Produce or a Metadata that allows it: 0 once asked
-    for (or made meanwhile by somebody else), else the topic's error code. Kafka's topic names
-    may be longer than a stream's: those are refused, not truncated."""
-    if not name or not _TOPIC_CHARS.fullmatch(name) or name in (".", "..") or len(name) > MAX_TOPIC:
-        return errors.INVALID_TOPIC_EXCEPTION
-    if len(name) > MAX_STREAM:
-        return errors.INVALID_TOPIC_EXCEPTION
-    try:
-        streams.create_stream(svc, {"StreamName": name, "ShardCount": AUTO_CREATE_SHARDS})
-    except AwsError as err:
-        if err.code != "ResourceInUseException":  # one made meanwhile is as good
-            log.info("kafka: topic %s was not created: %s", name, err)
-            return errors.UNKNOWN_TOPIC_OR_PARTITION
-    return errors.NONE
+    for (or made meanwhile by somebody else), else the topic's error code."""
+    code, message = create(svc, name, AUTO_CREATE_SHARDS)
+    if code in (errors.NONE, errors.TOPIC_ALREADY_EXISTS):  # one made meanwhile is as good
+        return errors.NONE
+    if code == errors.INVALID_TOPIC_EXCEPTION:
+        return code
+    log.info("kafka: topic %s was not created: %s", name, message)
+    return errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def shard_of(stream: Any, partition: int) -> Any | None:
