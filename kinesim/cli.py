@@ -39,6 +39,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="port for Kafka clients (the Kafka protocol onto the same streams: a topic is a "
                         f"stream, a partition a shard); 0 or 'off': none. Default {d.kafka_port}, skipped with "
                         "a warning when taken; a port given here and taken is an error")
+    p.add_argument("--kafka-initial-rebalance-ms", type=int, default=d.kafka_initial_rebalance_ms, metavar="MS",
+                   help="how long a new Kafka consumer group waits for more members before its first "
+                        "assignment (Kafka's group.initial.rebalance.delay.ms)")
     p.add_argument("--data-dir", default=d.data_dir, help="where streams and records are stored")
     p.add_argument("--in-memory", action="store_true", help="keep nothing after exit (no --data-dir)")
     p.add_argument("--create-stream-ms", type=int, default=d.create_stream_ms,

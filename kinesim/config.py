@@ -80,6 +80,9 @@ class Settings:
     credentials: list[str] = field(default_factory=list)
     # The Kafka protocol's port (kinesim/kafka), on `host` like the HTTP port; 0: no Kafka.
     kafka_port: int = DEFAULT_KAFKA_PORT
+    # Kafka's group.initial.rebalance.delay.ms: a new consumer group waits this long for more
+    # members before its first generation (ServerProcess, for tests, passes 0).
+    kafka_initial_rebalance_ms: int = 3000
 
     @property
     def local_host(self) -> str:

@@ -239,7 +239,9 @@ class ServerProcess:
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
         # Kafka is off unless a test asks for it (with a free port): tests never bind 9092.
-        self.settings = settings or Settings(**{"port": free_port(), "kafka_port": 0, **overrides})
+        # Groups form at once (no initial rebalance delay) unless a test asks for one.
+        self.settings = settings or Settings(**{"port": free_port(), "kafka_port": 0, "kafka_initial_rebalance_ms": 0,
+                                                **overrides})
         if settings is not None and settings.kafka_port == DEFAULT_KAFKA_PORT:
             self.settings = dataclasses.replace(settings, kafka_port=0)
         self.proc: subprocess.Popen | None = None
@@ -260,7 +262,8 @@ class ServerProcess:
                "--subscription-heartbeat", str(s.subscription_heartbeat_s),
                "--request-threads", str(s.request_threads), "--max-subscriptions", str(s.max_subscriptions),
                "--max-long-polls", str(s.max_long_polls), "--idle-timeout", str(s.idle_connection_s),
-               "--firehose-interval-scale", str(s.firehose_interval_scale), "--kafka-port", str(s.kafka_port)]
+               "--firehose-interval-scale", str(s.firehose_interval_scale), "--kafka-port", str(s.kafka_port),
+               "--kafka-initial-rebalance-ms", str(s.kafka_initial_rebalance_ms)]
         for flag, values in (("--cors-origins", s.cors_origins), ("--allowed-hosts", s.allowed_hosts)):
             if values:
                 cmd += [flag, *values]

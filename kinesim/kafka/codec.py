@@ -19,7 +19,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from . import shapes
+from . import nulls, shapes
 
 API_VERSIONS = 18
 
@@ -39,6 +39,19 @@ VERSIONS: dict[int, tuple[int, int]] = {
     32: (1, 4),    # DescribeConfigs
     33: (0, 2),    # AlterConfigs
     44: (0, 1),    # IncrementalAlterConfigs
+    10: (0, 4),    # FindCoordinator; v5+ are for KIP-848/transaction coordinators' new errors
+    11: (0, 9),    # JoinGroup
+    14: (0, 5),    # SyncGroup
+    12: (0, 4),    # Heartbeat
+    13: (0, 5),    # LeaveGroup
+    8: (2, 9),     # OffsetCommit; v10 names topics by id
+    9: (1, 9),     # OffsetFetch; v10 names topics by id
+    16: (0, 5),    # ListGroups
+    15: (0, 5),    # DescribeGroups; v6 answers unknown groups with an error instead of Dead
+    42: (0, 2),    # DeleteGroups
+    23: (2, 4),    # OffsetForLeaderEpoch
+    17: (0, 1),    # SaslHandshake; v0 sends the token as a bare frame afterwards
+    36: (0, 2),    # SaslAuthenticate
 }
 
 _FIXED_HEAD = struct.Struct(">hhi")
@@ -94,6 +107,7 @@ def decode(frame: bytes) -> Request:
     try:
         header, used = header_reader(frame, 0)
         body, _ = body_reader(frame, used)
+        nulls.check(body)  # a null where the version allows none: refused as Kafka's parser does
     except Exception as err:  # kio's native reader raises several kinds on truncated or bad input
         raise Malformed(f"api key {api_key} version {version}: unreadable request ({err})") from None
     # Bytes after the body are ignored, as Kafka's broker does: librdkafka 2.16's Metadata v12

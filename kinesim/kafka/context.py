@@ -18,6 +18,8 @@ class Context:
     port: int
     node_id: int = 0      # kinesim is a cluster of one broker, node 0, leader of everything
     pool: Any = None      # the listener's executor: the store is not touched on the loop
+    services: Any = None  # the server's Services (SASL resolves a connection's scope through them)
+    session: Any = None   # the connection's sasl.Session: who it authenticated as, if it did
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in the pool, for async handlers (Fetch), which wait on the loop and read

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import dataclasses
 import inspect
 import logging
 import socket
@@ -21,9 +22,9 @@ import time
 import uuid
 from typing import Any
 
-from . import codec
+from . import codec, sasl
 from .context import CloseConnection, Context
-from .handlers import versions
+from .handlers import sasl as sasl_handlers, versions
 from .operations import OPERATIONS
 
 log = logging.getLogger("kinesim.kafka")
@@ -34,6 +35,11 @@ MIN_FRAME = 8                  # api key, api version, correlation id
 # 540 s, so producers and consumers quiet between bursts are not cut off.
 BETWEEN_REQUESTS_S = 600.0
 CLUSTER_DOCUMENT = ("kafka-cluster", "id")
+# Fetch: a long poll (max_wait is the client's, up to 2^31 ms) whose client has gone is ended, not
+# waited out holding its socket (the Kafka port's fuzz sweep found them piling up). The group
+# handlers' waits are left to the coordinator's own session timeouts.
+ABANDONED_WITH_CLIENT = frozenset({1})
+GONE_CHECK_S = 1.0
 
 
 def cluster_id(store: Any) -> str:
@@ -112,34 +118,64 @@ class KafkaListener:
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("sockname")[:2]
+        # Without SASL a connection is in the server's own scope; under --verify-signatures it
+        # must authenticate first (kafka/sasl.py).
+        session = sasl.Session(required=getattr(self.services, "verifier", None) is not None)
         ctx = Context(kinesis=self.services.own_scope.kinesis, cluster_id=self.cluster_id, host=host, port=port,
-                      pool=self.pool)
+                      pool=self.pool, services=self.services, session=session)
         wait = self.idle_s
         while True:
             # The whole request must arrive in time, not just its first byte: a client trickling
             # a frame in is as idle as a silent one.
             deadline = time.monotonic() + wait
             size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), wait), "big", signed=True)
-            if not MIN_FRAME <= size <= MAX_FRAME:
+            raw_token = session.raw_token_next  # SaslHandshake v0's bare token: no header, any size
+            if not (0 if raw_token else MIN_FRAME) <= size <= MAX_FRAME:
                 raise codec.Malformed(f"frame of {size} bytes")  # before reading any of it
             frame = await asyncio.wait_for(reader.readexactly(size), max(0.001, deadline - time.monotonic()))
-            answer = await self._answer(ctx, frame)
+            if raw_token:
+                answer = await asyncio.get_running_loop().run_in_executor(self.pool, sasl_handlers.raw_token,
+                                                                          ctx, frame)
+            else:
+                answer = await self._answer(ctx, frame, reader)
+            if session.kinesis is not None and session.kinesis is not ctx.kinesis:
+                ctx = dataclasses.replace(ctx, kinesis=session.kinesis)  # authenticated: its scope's topics
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
             wait = BETWEEN_REQUESTS_S
 
-    async def _answer(self, ctx: Context, frame: bytes) -> bytes | None:
+    async def _answer(self, ctx: Context, frame: bytes, reader: asyncio.StreamReader) -> bytes | None:
         api_key, version, correlation_id = codec.head(frame)
+        if not ctx.session.may_serve(api_key):
+            raise CloseConnection(f"api key {api_key} before SASL authentication (--verify-signatures)")
         if api_key == codec.API_VERSIONS and not codec.advertised(api_key, version):
             # Answered, not closed: the client learns the versions served and asks again.
             return codec.encode(api_key, 0, correlation_id, versions.unsupported_version())
         request = codec.decode(frame)  # Malformed: the connection closes
         handler = OPERATIONS[api_key]
-        if inspect.iscoroutinefunction(handler):
+        if api_key in ABANDONED_WITH_CLIENT:
+            tree = await _unless_client_gone(handler(ctx, request.body), reader)
+        elif inspect.iscoroutinefunction(handler):
             tree = await handler(ctx, request.body)
         else:
             tree = await asyncio.get_running_loop().run_in_executor(self.pool, handler, ctx, request.body)
         if tree is None:  # nothing to answer (a Produce with acks=0)
             return None
         return codec.encode(api_key, version, correlation_id, tree)
+
+
+async def _unless_client_gone(coroutine: Any, reader: asyncio.StreamReader) -> Any:
+    """`coroutine`'s result; CloseConnection once the client has closed or reset its end (EOF seen
+    with nothing left to read: a pipelined request still buffered keeps it going)."""
+    task = asyncio.ensure_future(coroutine)
+    try:
+        while True:
+            done, _ = await asyncio.wait((task,), timeout=GONE_CHECK_S)
+            if done:
+                return task.result()
+            if reader.at_eof() or reader.exception() is not None:
+                raise CloseConnection("the client left during a long poll")
+    finally:
+        if not task.done():
+            task.cancel()
