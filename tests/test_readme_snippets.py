@@ -28,6 +28,7 @@ import pytest
 
 from conftest import ctrl_c_reaches_child, start_server
 from kinesim.config import Settings
+from kinesim.server import free_port
 from readme_blocks import ROOT, Block, blocks
 
 # Blocks not run here, each with why and where what it shows is tested instead.
@@ -96,8 +97,10 @@ def test_every_block_is_run_or_skipped_for_a_reason():
 @pytest.fixture(scope="module")
 def readme_server(tmp_path_factory):
     defaults = Settings()
+    # Kafka served too, on a port of its own (docs/kafka.md's blocks use localhost:9092)
     proc = start_server(tmp_path_factory, create_stream_ms=defaults.create_stream_ms,
-                        delete_stream_ms=defaults.delete_stream_ms, update_stream_ms=defaults.update_stream_ms)
+                        delete_stream_ms=defaults.delete_stream_ms, update_stream_ms=defaults.update_stream_ms,
+                        kafka_port=free_port())
     yield proc
     proc.stop()
 
@@ -113,8 +116,9 @@ def _fresh_env(port: int, home: Path) -> dict[str, str]:
     return env
 
 
-def _as_run_here(block: Block, port: int) -> str:
-    code = block.code.replace("localhost:4566", f"localhost:{port}")
+def _as_run_here(block: Block, port: int, kafka_port: int) -> str:
+    code = block.code.replace("localhost:4566", f"localhost:{port}").replace("localhost:9092",
+                                                                              f"localhost:{kafka_port}")
     code = code.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
     if block.language == "sh":
         code = UNTIL_CTRL_C + "\n".join(
@@ -134,7 +138,7 @@ def test_block_runs_alone_and_again(block, readme_server, tmp_path):
     else:
         script = tmp_path / "snippet.py"
         command, cwd = [sys.executable, str(script)], tmp_path
-    script.write_text(_as_run_here(block, port))
+    script.write_text(_as_run_here(block, port, readme_server.settings.kafka_port))
     for attempt in ("first", "second"):
         # A user's shell passes Ctrl-C on, even when this suite runs as a background job (which
         # starts it with SIGINT ignored, and bash cannot undo an ignored signal it was started with).
