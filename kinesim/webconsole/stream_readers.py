@@ -36,6 +36,7 @@ from ..kinesis import sequence
 from ..kinesis.channel_state import CHECKPOINT_KIND as CHANNEL_CHECKPOINT
 from ..kinesis.checkpoints import Checkpoint, CheckpointStore
 from ..kinesis.model import Shard, Stream
+from .kafka_groups import kafka_readers
 
 if TYPE_CHECKING:
     from ..scope_services import ScopeServices
@@ -89,7 +90,7 @@ def _reader(kind: str, name: str, href: str | None, state: str | None, detail: s
 def readers(scope: "ScopeServices", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:
     """Every reader of `stream` kinesim knows of, each with its lag per shard."""
     return (_mappings(scope, stream, shards) + _deliveries(scope, stream, shards) + _channels(scope, stream, shards)
-            + _queries(scope, stream, shards))
+            + _queries(scope, stream, shards) + kafka_readers(scope, stream, shards, shard_lag))
 
 
 def _mappings(scope: "ScopeServices", stream: Stream, shards: list[Shard]) -> list[dict[str, Any]]:

@@ -160,6 +160,14 @@
   }
 
   // ------------------------------------------------------------------ readers
+  // A Kafka group's partition as kafka-consumer-groups prints it: committed / log end · lag
+  // ("–" where the group has committed nothing on it).
+  function kafkaPartition(s) {
+    const dash = (v) => v === null || v === undefined ? "–" : fmt.num(v);
+    return `p${s.partition}: ${dash(s.committed)} / ${fmt.num(s.log_end)} · lag ${dash(s.lag)}` +
+      (s.member ? ` · ${s.member}` : "");
+  }
+
   function readerTable(readers) {
     return KS.table([
       {key: "kind", label: "kind", fmt: (v) => el("span", {class: "badge busy"}, v)},
@@ -169,11 +177,11 @@
       {key: "max_ms", label: "oldest unread", cls: "num", fmt: (v, r) => r.positions ? fmt.ms(v) : "unknown"},
       {key: "shards", label: "per shard (records · ms)", fmt: (v, r) => r.positions
         ? el("div", {class: "mono"}, v.map((s) => el("div", {"data-lag-shard": s.shard},
-          `${shortId(s.shard)}: ${s.ended ? "done" : fmt.num(s.records) + " · " + fmt.ms(s.ms)}`)))
+          r.kind === "kafka" ? kafkaPartition(s) : `${shortId(s.shard)}: ${s.ended ? "done" : fmt.num(s.records) + " · " + fmt.ms(s.ms)}`)))
         : el("span", {class: "muted"}, "–")},
       {key: "detail", label: "what", cls: "wrap", fmt: (v, r) => el("span", {}, v, r.note ? el("div", {class: "muted"}, r.note) : null)},
     ], readers, {id: "readers", rowId: (r) => r.kind + ":" + r.name,
-      empty: "No reader in kinesim: no event source mapping, delivery stream, channel or continuous query reads this stream."});
+      empty: "No reader in kinesim: no event source mapping, delivery stream, channel, continuous query or Kafka consumer group reads this stream."});
   }
 
   // ------------------------------------------------------------------ record browser
