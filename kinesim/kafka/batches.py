@@ -2,9 +2,9 @@
 
 Batches: a thin wrapper over `aiokafka.record` (Cython; CRC32C; gzip/snappy/lz4/zstd through
 cramjam). kio's own batch reader is not used: it drops timestamps' milliseconds and ignores
-compression (docs/plans/issue-35-kafka.md §1.3). aiokafka is imported at the first batch, not with
-this module: importing it loads its whole client (~0.1 s), which a server no Kafka client talks to
-need not pay.
+compression (docs/plans/issue-35-kafka.md §1.3). aiokafka is imported by `load` (the Kafka
+listener's start, or the first batch), not with this module: importing it loads its whole client
+(~0.1 s), which a server without a Kafka port need not pay.
 
 Records: a Kafka record is stored as a Kinesis one (kafka/§3): value -> data, key -> partition key
 (`partition_key`), arrival = the server's time; what Kinesis has no place for (the producer's
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from dataclasses import dataclass
-from functools import cache
 from typing import Iterable, NamedTuple
 
 from ..protocol.constraints import utf16_len
@@ -62,11 +62,35 @@ class Batch:
         return self.producer_id, self.producer_epoch, self.base_sequence
 
 
-@cache
-def _aiokafka():
-    from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-    from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-    return DefaultRecordBatch, DefaultRecordBatchBuilder, (CorruptRecordException, UnsupportedCodecError)
+_LOADED: tuple | None = None
+_LOAD_LOCK = threading.Lock()
+
+
+def load() -> str:
+    """Import aiokafka's record classes once (the listener calls it as it starts, before any
+    request: two work threads importing them at once could leave the first with aiokafka's
+    pure-Python fallback, ~10x slower to check and build batches). Which implementation is in
+    use: "cython" or "python" (AIOKAFKA_NO_EXTENSIONS, or the extension did not load)."""
+    global _LOADED
+    with _LOAD_LOCK:
+        if _LOADED is None:
+            from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
+            from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+            _LOADED = DefaultRecordBatch, DefaultRecordBatchBuilder, (CorruptRecordException, UnsupportedCodecError)
+    return implementation()
+
+
+def implementation() -> str:
+    reader = _aiokafka()[0]
+    return "cython" if "_crecords" in reader.__module__ else "python"
+
+
+def _aiokafka() -> tuple:
+    loaded = _LOADED
+    if loaded is None:
+        load()
+        loaded = _LOADED
+    return loaded
 
 
 def decode_batches(data: bytes) -> list[Batch]:
@@ -119,6 +143,35 @@ def build_batch(base_offset: int, records: Iterable[Record], leader_epoch: int =
     buf = builder.build()
     struct.pack_into(">q", buf, 0, base_offset)
     struct.pack_into(">i", buf, _EPOCH_AT, leader_epoch)
+    return bytes(buf)
+
+
+def build_rows(rows: list[tuple]) -> bytes:
+    """`build_batch` of stored KafkaRecord rows (index, seq, pk, data, arrival, meta), the first at
+    offset index - 1: Fetch's answer. What `record_of` gives, without a Record per row: rows
+    put through Kinesis and a Kafka producer's common record (its key is its partition key, no
+    headers, a value: flags 0) are appended straight from the row."""
+    _, builder_class, _ = _aiokafka()
+    builder = builder_class(2, 0, 0, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER, _BATCH_LIMIT)
+    append = builder.append
+    base = rows[0][0]
+    no_headers: list = []
+    for index, _, pk, data, arrival, meta in rows:
+        if meta is None:
+            append(index - base, round(arrival * 1000), pk.encode() if pk else None, data, no_headers)
+        elif meta[0] == VERSION and meta[1] == 0:
+            # the timestamp: a zigzag varint from byte 2, nothing after it
+            n = shift = 0
+            for b in meta[2:]:
+                n |= (b & 0x7F) << shift
+                shift += 7
+            append(index - base, (n >> 1) ^ -(n & 1), pk.encode() if pk else None, data, no_headers)
+        else:
+            r = record_of((index, None, pk, data, arrival, meta), index - base)
+            append(r.offset_delta, r.timestamp_ms, r.key, r.value, r.headers)
+    buf = builder.build()
+    struct.pack_into(">q", buf, 0, base - 1)
+    struct.pack_into(">i", buf, _EPOCH_AT, 0)
     return bytes(buf)
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -20,6 +20,9 @@ class Context:
     pool: Any = None      # the listener's executor: the store is not touched on the loop
     services: Any = None  # the server's Services (SASL resolves a connection's scope through them)
     session: Any = None   # the connection's sasl.Session: who it authenticated as, if it did
+    # Closed shards (uids) this connection was already told NOT_LEADER_OR_FOLLOWER for (resharding's
+    # nudge, kafka/resharding.py); the same set across `dataclasses.replace`, as the connection is one.
+    nudged: set[int] = field(default_factory=set)
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in the pool, for async handlers (Fetch), which wait on the loop and read

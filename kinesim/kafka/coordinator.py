@@ -12,6 +12,11 @@ Timers are the loop's (`call_at`): a member's session expiry, a rebalance's dead
 id handed out by MEMBER_ID_REQUIRED that never joins. At Stable and at Empty the group's document
 is saved (in the pool, in call order), so a restarted server has it Stable again and members'
 heartbeats and commits carry on.
+
+A generation remembers its topics' partition counts; a heartbeat that finds one grown (a reshard
+added shards: plan §4 rule 4) moves the group to PreparingRebalance, so its members rejoin and the
+leader assigns the new partitions within a heartbeat interval instead of at its next metadata
+refresh (5 minutes). It is a dictionary lookup per subscribed topic, on the loop.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ import uuid
 import weakref
 from typing import Any
 
-from . import errors
+from . import errors, resharding
 from .groups import COMPLETING, DEAD, EMPTY, GROUP_DOCUMENT, PREPARING, STABLE, Group, Member
 
 log = logging.getLogger("kinesim.kafka")
@@ -31,6 +36,7 @@ MIN_SESSION_MS, MAX_SESSION_MS = 6000, 1_800_000  # Kafka's group.min/max.sessio
 
 class Coordinator:
     def __init__(self, svc: Any, pool: Any, groups: dict[str, Group]):
+        self.svc = svc
         self.store = svc.store
         self.initial_delay_s = getattr(svc.settings, "kafka_initial_rebalance_ms", 3000) / 1000
         self.pool = pool
@@ -151,6 +157,7 @@ class Coordinator:
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.protocol = group.select_protocol()
+        group.layout = resharding.layout(self.svc, group.topics())
         group.state = COMPLETING
         for m in group.members.values():
             m.assignment = b""
@@ -197,7 +204,23 @@ class Coordinator:
             return errors.REBALANCE_IN_PROGRESS
         if generation != group.generation:
             return errors.ILLEGAL_GENERATION
+        if group.state == STABLE and self._resharded(group):
+            self._prepare(group)
+            return errors.REBALANCE_IN_PROGRESS
         return errors.NONE
+
+    def _resharded(self, group: Group) -> bool:
+        """Whether a subscribed topic has more partitions than when the generation formed (a group
+        loaded after a restart takes its counts at its first heartbeat)."""
+        if group.layout is None:
+            group.layout = resharding.layout(self.svc, group.topics())
+            return False
+        now = resharding.layout(self.svc, group.layout)
+        if all(now[t] <= n for t, n in group.layout.items()):
+            return False
+        log.info("kafka: group %s: partitions added to %s, rebalancing", group.id,
+                 sorted(t for t, n in group.layout.items() if now[t] > n))
+        return True
 
     def leave(self, group_id: str, member_id: str, instance: str | None) -> int:
         group = self.groups.get(group_id)

@@ -67,6 +67,9 @@ class Group:
     join_timer: asyncio.TimerHandle | None = None
     initial_until: float | None = None  # the initial rebalance delay's end, while it runs
     rebalance_deadline: float = 0.0
+    # The partition count of each subscribed topic when the generation formed (resharding, plan §4
+    # rule 4): a heartbeat that finds one grown moves the group to rebalance. None: not taken yet.
+    layout: dict[str, int] | None = None
 
     def static(self, instance: str | None) -> Member | None:
         if instance is None:

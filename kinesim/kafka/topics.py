@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import weakref
 from typing import Any
 
 from ..kinesis import streams
@@ -118,8 +120,35 @@ def log_end(shard: Any) -> int:
     return shard.next_index - 1
 
 
+# log_start's memo, per store (shard uids are unique within one): shard uid -> (horizon, first index)
+_FIRSTS: "weakref.WeakKeyDictionary[Any, dict[int, tuple[float, int]]]" = weakref.WeakKeyDictionary()
+_FIRSTS_LOCK = threading.Lock()
+# How far retention's horizon may move before a partition's first record is looked up again: at
+# most a second, or a thousandth of the retention (tests shorten hours to fractions of a second).
+STALE_S = 1.0
+
+
 def log_start(svc: Any, stream: Any, shard: Any) -> int:
-    """The offset of the oldest record retention keeps; the LEO when none is kept (an empty log)."""
-    first = svc.store.first_index_at(shard.uid, svc.retention_horizon(stream))
+    """The offset of the oldest record retention keeps; the LEO when none is kept (an empty log).
+
+    Every Produce and Fetch answers it for every partition, and it moves only as retention passes
+    records: the first index found is reused while the retention horizon has moved less than
+    STALE_S (or 1/1000 of the retention) since, so a partition's start is at most that late. An
+    empty log is not remembered: its start moves with its end, at the first put."""
+    horizon = svc.retention_horizon(stream)
+    store = svc.store
+    with _FIRSTS_LOCK:
+        firsts = _FIRSTS.get(store)
+        if firsts is None:
+            firsts = _FIRSTS[store] = {}
+        seen = firsts.get(shard.uid)
     end = log_end(shard)
+    tolerance = min(STALE_S, stream.retention_hours * svc.settings.retention_hour_s / 1000)
+    if seen is not None and 0 <= horizon - seen[0] <= tolerance:
+        first = seen[1]
+    else:
+        first = store.first_index_at(shard.uid, horizon)
+        if first is not None:
+            with _FIRSTS_LOCK:
+                firsts[shard.uid] = (horizon, first)
     return end if first is None else min(first - 1, end)

@@ -12,6 +12,10 @@ appending thread, which only schedules a wake-up on the loop), reads again when 
 answers at the latest when `max_wait` ends. Listeners are registered again before each wait
 (a callback fires once) and removed on every way out, cancellation included.
 
+A closed partition (resharded) is answered NOT_LEADER_OR_FOLLOWER the first time a connection
+names it (kafka/resharding.py `nudge`): the client refreshes its metadata and its group rejoins to
+take the children, then fetches the closed partition's tail as before.
+
 Fetch sessions (KIP-227) are not kept: every answer says session 0, "no session", so clients
 send full requests.
 """
@@ -22,8 +26,8 @@ from typing import Any
 
 from ...kinesis.reader import MAX_READ, ShardCursor
 from ...kinesis.records import read_batch
-from .. import errors, topics
-from ..batches import build_batch, record_of
+from .. import errors, resharding, topics
+from ..batches import build_rows
 from ..context import Context
 
 
@@ -33,13 +37,13 @@ async def fetch(ctx: Context, body: Any) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, body.max_wait.total_seconds())
     while True:
-        tree, size, urgent, waits = await ctx.blocking(_read, ctx.kinesis, body)
+        tree, size, urgent, waits = await ctx.blocking(_read, ctx.kinesis, body, ctx.nudged)
         remaining = deadline - loop.time()
         if size >= body.min_bytes or urgent or remaining <= 0:
             return tree
         await _wait(loop, waits, remaining)
         if loop.time() >= deadline:  # answer what is there now, even under min_bytes
-            return (await ctx.blocking(_read, ctx.kinesis, body))[0]
+            return (await ctx.blocking(_read, ctx.kinesis, body, ctx.nudged))[0]
 
 
 async def _wait(loop: asyncio.AbstractEventLoop, waits: list[ShardCursor], timeout: float) -> None:
@@ -69,7 +73,7 @@ async def _wait(loop: asyncio.AbstractEventLoop, waits: list[ShardCursor], timeo
             cursor.unlisten(wake)
 
 
-def _read(svc: Any, body: Any) -> tuple[dict[str, Any], int, bool, list[ShardCursor]]:
+def _read(svc: Any, body: Any, nudged: set[int]) -> tuple[dict[str, Any], int, bool, list[ShardCursor]]:
     """(answer, bytes of records in it, whether an error wants answering at once, cursors at the
     tip of open partitions to wait on)."""
     budget = body.max_bytes if getattr(body, "max_bytes", None) is not None else 2**31 - 1
@@ -78,7 +82,7 @@ def _read(svc: Any, body: Any) -> tuple[dict[str, Any], int, bool, list[ShardCur
         stream, code = topics.find(svc, topic.topic)
         parts = []
         for part in topic.partitions:
-            answer, cursor, more = _partition(svc, stream, code, part, budget - size, size == 0)
+            answer, cursor, more = _partition(svc, stream, code, part, budget - size, size == 0, nudged)
             size += len(answer["records"])
             # An error, or records left behind for lack of room: waiting would not bring more.
             urgent = urgent or more or answer["error_code"] != errors.NONE
@@ -89,7 +93,7 @@ def _read(svc: Any, body: Any) -> tuple[dict[str, Any], int, bool, list[ShardCur
     return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": out}, size, urgent, waits
 
 
-def _partition(svc: Any, stream: Any, code: int, part: Any, budget: int, first: bool):
+def _partition(svc: Any, stream: Any, code: int, part: Any, budget: int, first: bool, nudged: set[int]):
     """(answer, a cursor at the partition's tip to wait on if it is open and was read to its tip,
     whether records were left behind for lack of room)."""
     index = part.partition
@@ -98,6 +102,8 @@ def _partition(svc: Any, stream: Any, code: int, part: Any, budget: int, first: 
         return _answer(index, code or errors.UNKNOWN_TOPIC_OR_PARTITION), None, False
     if getattr(part, "current_leader_epoch", -1) > 0:  # every partition's leader epoch is 0
         return _answer(index, errors.UNKNOWN_LEADER_EPOCH), None, False
+    if resharding.nudge(nudged, shard):
+        return _answer(index, errors.NOT_LEADER_OR_FOLLOWER), None, False
     tip = shard.next_index  # before the read: records past it are not acknowledged yet
     end, start = tip - 1, topics.log_start(svc, stream, shard)
     offset = part.fetch_offset
@@ -114,8 +120,8 @@ def _partition(svc: Any, stream: Any, code: int, part: Any, budget: int, first: 
     rows = [row for row in rows if row[0] < tip]
     if not rows:  # expired between the log start's look and the read
         return _answer(index, errors.NONE, end, start), at_tip, False
-    base, after = rows[0][0], rows[-1][0] + 1
-    records = build_batch(base - 1, [record_of(row, row[0] - base) for row in rows])
+    after = rows[-1][0] + 1
+    records = build_rows(rows)
     return _answer(index, errors.NONE, end, start, records), at_tip if after >= tip else None, after < tip
 
 

@@ -6,13 +6,18 @@ acknowledged commit survives kill -9. Keyed by the shard's uid, not the topic's 
 deleted and made again starts without offsets, as Kafka deletes offsets with their topic.
 Only OffsetCommit asks the coordinator (whether the committer may commit); fetching reads the
 store alone, so it runs in the pool.
+
+Resharding (plan §4 rule 3): a partition without an offset whose shard descends from one the group
+committed on is answered offset 0, not -1, so the consumer reads the child from its start whatever
+its auto.offset.reset says (with "latest", Kafka's default, it would skip what was produced to the
+child before the group took it: the classic loss after adding partitions).
 """
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from .. import coordinator, errors, topics
+from .. import coordinator, errors, resharding, topics
 from ..context import Context
 
 OFFSET_DOCUMENT = "kafka-offset"
@@ -92,6 +97,9 @@ def _fetch(svc: Any, group_id: str, wanted: Any) -> list[dict[str, Any]]:
         for index in topic.partition_indexes:
             shard = topics.shard_of(stream, index) if not code else None
             doc = store.document(OFFSET_DOCUMENT, f"{group_id}/{shard.uid}") if shard is not None else None
+            if doc is None and shard is not None and resharding.inherits(
+                    stream, shard, lambda parent: store.document(OFFSET_DOCUMENT, f"{group_id}/{parent.uid}") is not None):
+                doc = {"offset": 0}
             parts.append(_partition(index, doc))
         out.append({"name": topic.name, "partitions": parts})
     return out

@@ -13,14 +13,25 @@ offset and not stored again, a sequence gap or an old epoch is refused. The chec
 the table's update are one step per producer (its lock is held across them), so two copies of a
 batch sent at once are stored once. Transactions are not served (not advertised, and
 InitProducerId refuses a transactional id), so a transactional batch is INVALID_REQUEST.
+
+A closed partition (a shard closed by a reshard) still takes records (plan §4, kafka/resharding.py):
+the first time a connection names it the answer is NOT_LEADER_OR_FOLLOWER (nothing stored; the
+client refreshes its metadata and sends again), after that its records are forwarded, under the
+stream's lock, to the open shards a Kinesis put of them would reach, and answered with no error
+and base offset -1 (they have no offset in that partition). Idempotence stays per partition as
+the client numbers it: a forwarded batch is remembered under the closed partition (answered -1),
+so its retry there is a duplicate; the child's own sequence is not touched, since the producer
+numbers its batches to the child from 0. A batch out of order on a closed partition follows one
+that failed (the nudge, with several batches in flight) and is answered NOT_LEADER_OR_FOLLOWER
+too, so the client sends them again in order, as after a leader change.
 """
 from __future__ import annotations
 
 from contextlib import ExitStack
 from typing import Any
 
-from ...kinesis.records import ShardClosed, put_to_shards
-from .. import errors, producers, topics
+from ...kinesis.records import put_to_shards
+from .. import errors, producers, resharding, topics
 from ..batches import CorruptBatch, decode_batches, stored_fields
 from ..producers import Appending
 from ..context import CloseConnection, Context
@@ -29,7 +40,8 @@ from ..context import CloseConnection, Context
 def produce(ctx: Context, body: Any) -> dict[str, Any] | None:
     svc = ctx.kinesis
     transactional = body.transactional_id is not None
-    responses = [{"name": t.name, "partition_responses": _topic(svc, t, transactional)} for t in body.topic_data]
+    responses = [{"name": t.name, "partition_responses": _topic(svc, t, transactional, ctx.nudged)}
+                 for t in body.topic_data]
     if body.acks == 0:
         # No answer to carry an error: the broker closes the connection instead, so that the
         # client refreshes its metadata and reconnects (Kafka's KafkaApis does the same).
@@ -44,7 +56,7 @@ def _answer(index: int, code: int, base_offset: int = -1, log_start: int = -1, m
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
-def _topic(svc: Any, topic: Any, transactional: bool) -> list[dict[str, Any]]:
+def _topic(svc: Any, topic: Any, transactional: bool, nudged: set[int]) -> list[dict[str, Any]]:
     stream, code = topics.writable(svc, topic.name)
     answers: dict[int, dict[str, Any]] = {}
     entries: dict[int, list] = {}
@@ -59,6 +71,11 @@ def _topic(svc: Any, topic: Any, transactional: bool) -> list[dict[str, Any]]:
             continue
         if code:
             answers[part.index] = _answer(part.index, code)
+            continue
+        shard = topics.shard_of(stream, part.index)
+        if shard is not None and resharding.nudge(nudged, shard):
+            answers[part.index] = _answer(part.index, errors.NOT_LEADER_OR_FOLLOWER, message=(
+                f"partition {part.index} was closed by a reshard: its records now go to its children"))
             continue
         failure, rows, appending = _rows(stream, part, transactional)
         if failure is not None:
@@ -75,9 +92,9 @@ def _topic(svc: Any, topic: Any, transactional: bool) -> list[dict[str, Any]]:
                 held.enter_context(stripe)
             _check(svc, stream, table, idempotent, entries, answers)
             stored = _store(svc, stream, entries, answers)
-            for index, indexes in stored.items():
+            for index, first_offset in stored.items():
                 if index in idempotent:
-                    table.appended(stream.shards[index], idempotent[index], indexes.start - 1)
+                    table.appended(stream.shards[index], idempotent[index], first_offset)
     else:
         _store(svc, stream, entries, answers)
     # The answer lists partitions in the request's order (a partition named twice: once).
@@ -95,7 +112,9 @@ def _check(svc: Any, stream: Any, table: producers.Producers, idempotent: dict[i
     for index, appending in idempotent.items():
         shard = stream.shards[index]
         verdict = table.check(svc, shard, appending)
-        if verdict.code:
+        if verdict.code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER and not shard.is_open:
+            answers[index] = _answer(index, errors.NOT_LEADER_OR_FOLLOWER, message=verdict.message)
+        elif verdict.code:
             answers[index] = _answer(index, verdict.code, message=verdict.message)
         elif verdict.duplicate_of is not None:
             # Kafka answers a duplicate as it answered the original: no error, its base offset.
@@ -105,24 +124,32 @@ def _check(svc: Any, stream: Any, table: producers.Producers, idempotent: dict[i
         del entries[index]
 
 
-def _store(svc: Any, stream: Any, entries: dict[int, list], answers: dict[int, dict[str, Any]]) -> dict[int, range]:
-    """Store the partitions' rows, answer them; what was stored, by partition."""
-    while entries:
-        try:
-            stored = put_to_shards(svc, stream, entries)
-        except ShardClosed as closed:
-            # Closed by a reshard since it was checked: nothing was stored; the others go again.
-            # (Forwarding to the open shard that holds the key is step 6 of the plan.)
-            index = closed.shard.index
-            answers[index] = _answer(index, errors.NOT_LEADER_OR_FOLLOWER)
-            del entries[index]
-            continue
+def _store(svc: Any, stream: Any, entries: dict[int, list], answers: dict[int, dict[str, Any]]) -> dict[int, int]:
+    """Store the partitions' rows, answer them; the first offset each partition's answer gave
+    (-1 for a closed partition's, forwarded). Under the stream's lock (re-entered by the put),
+    so that no reshard closes a shard between the routing and the put."""
+    if not entries:
+        return {}
+    with stream.lock:
         shards = stream.shards
-        for index, indexes in stored.items():
-            answers[index] = _answer(index, errors.NONE, indexes.start - 1,
-                                     topics.log_start(svc, stream, shards[index]))
-        return stored
-    return {}
+        merged: dict[int, list] = {}
+        at: dict[int, int] = {}  # an open partition's first row in merged[partition]
+        for index, rows in entries.items():
+            if shards[index].is_open:
+                at[index] = len(merged.setdefault(index, []))
+                merged[index].extend(rows)
+        for index, rows in entries.items():
+            if not shards[index].is_open:
+                for dest, moved in resharding.route(stream, shards[index], rows).items():
+                    merged.setdefault(dest, []).extend(moved)
+        stored = put_to_shards(svc, stream, merged)
+    out = {}
+    for index in entries:
+        shard = shards[index]
+        first = stored[index].start + at[index] - 1 if index in at and index in stored else -1
+        answers[index] = _answer(index, errors.NONE, first, topics.log_start(svc, stream, shard))
+        out[index] = first
+    return out
 
 
 def _rows(stream: Any, part: Any, transactional: bool) -> tuple[dict[str, Any] | None, list, Appending | None]:
@@ -131,8 +158,6 @@ def _rows(stream: Any, part: Any, transactional: bool) -> tuple[dict[str, Any] |
     shard = topics.shard_of(stream, index)
     if shard is None:
         return _answer(index, errors.UNKNOWN_TOPIC_OR_PARTITION), [], None
-    if not shard.is_open:
-        return _answer(index, errors.NOT_LEADER_OR_FOLLOWER), [], None
     if part.records is None:
         return _answer(index, errors.CORRUPT_MESSAGE, message="no records"), [], None
     try:
