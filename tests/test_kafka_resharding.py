@@ -48,6 +48,7 @@ class Run:
         self.stop_consuming = threading.Event()
         self.ready: dict[int, bool] = {}
         self.errors: list[BaseException] = []
+        self.members: dict[int, object] = {}  # n -> its KafkaConsumer, for the diagnosis
 
     def count(self, what: str) -> int:
         with self.lock:
@@ -89,6 +90,7 @@ def consume(proc, topic: str, group: str, run: Run, n: int) -> None:
     # its default 5 minutes: new partitions are found through rule 4, not a refresh timer.
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap(proc), group_id=group, enable_auto_commit=False,
                              heartbeat_interval_ms=300, session_timeout_ms=10000)
+    run.members[n] = consumer
     try:
         while not run.stop_consuming.is_set():
             batches = consumer.poll(timeout_ms=200)
@@ -149,10 +151,18 @@ def diagnosis(kinesis, servers: str, topic: str, group: str, run: Run) -> str:
         where[shard["ShardId"][-2:]] = sum(r["Data"].decode() in missing for r in out["Records"])
     admin = KafkaAdminClient(bootstrap_servers=servers)
     try:
-        offsets = {tp.partition: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()}
+        # kafka-python 3's admin call (list_consumer_group_offsets is the 2.x name).
+        offsets = {tp.partition: o.offset for tp, o in admin.list_group_offsets({group: None})[group].items()}
     finally:
         admin.close()
-    return f"{len(missing)} missing, by shard {dict(where)}; committed {dict(sorted(offsets.items()))}"
+    members = {}
+    for n, consumer in run.members.items():  # each member's own view (kafka-python internals, read only)
+        co = consumer._coordinator
+        members[n] = (f"state={co.state} rejoin_needed={co.rejoin_needed} need_rejoin={co.need_rejoin()} "
+                      f"leader={co._is_leader} generation={co._generation.generation_id} "
+                      f"assigned={sorted(tp.partition for tp in consumer.assignment())}")
+    return (f"{len(missing)} missing, by shard {dict(where)}; committed {dict(sorted(offsets.items()))}; "
+            f"members {members}; commit errors {run.commit_errors[:3]}")
 
 
 def test_split_merge_and_scale_lose_nothing_and_read_nothing_twice(kafka):

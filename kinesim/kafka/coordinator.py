@@ -321,6 +321,15 @@ class Coordinator:
             if group.join_timer is not None:
                 group.join_timer.cancel()
 
+    async def saved(self) -> None:
+        """Wait for the group saves started so far (they reach the store in call order). LeaveGroup
+        answers after them: a consumer's close() is followed at once by a kill -9 in the tests, and a
+        restart that still found the leaver Stable in the group would hold the next member's JoinGroup
+        until the leaver's session expired (kafka-python's default is 45 s)."""
+        pending = list(self._saves)
+        if pending:
+            await asyncio.wait(pending)
+
     def _save(self, group: Group) -> asyncio.Task:
         doc = group.document()  # now: the state reached, whatever happens while the save waits
 

@@ -68,11 +68,14 @@ async def heartbeat(ctx: Context, body: Any) -> dict[str, Any]:
 async def leave_group(ctx: Context, body: Any) -> dict[str, Any]:
     coord = await coordinator.of(ctx)
     if not hasattr(body, "members"):  # v0-2: one member, the top-level error is its own
-        return {"throttle_time": 0, "error_code": coord.leave(body.group_id, body.member_id, None)}
+        code = coord.leave(body.group_id, body.member_id, None)
+        await coord.saved()  # the answer follows the group's save (kill -9 safe, as commits are)
+        return {"throttle_time": 0, "error_code": code}
     if body.group_id not in coord.groups:
         return {"throttle_time": 0, "error_code": errors.UNKNOWN_MEMBER_ID, "members": []}
     members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                 "error_code": coord.leave(body.group_id, m.member_id, m.group_instance_id)} for m in body.members]
+    await coord.saved()  # the answer follows the group's save (kill -9 safe, as commits are)
     return {"throttle_time": 0, "error_code": errors.NONE, "members": members}
 
 
