@@ -305,6 +305,38 @@ def test_join_sync_heartbeat_and_rebalance_on_the_wire(kafka):
     b.close()
 
 
+def test_a_leader_that_assigned_fewer_partitions_than_the_topic_has_is_asked_to_rebalance(kafka):
+    """A leader may assign from metadata older than the topic (kafka-python can lose a refresh it
+    asked for): the partitions it did not know would wait for its next refresh (5 minutes). The
+    coordinator compares what the leader assigned with the topic and asks for a rebalance."""
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+    from test_kafka_protocol import call
+    topic, group = new_stream(kafka, shards=2), f"g-{uuid.uuid4().hex[:8]}"
+    subscription = bytes(ConsumerProtocolSubscription(topics=[topic], user_data=b"").encode(version=0))
+    a = _sock(kafka)
+
+    def join(member: str):
+        return call(a, 11, 9, {"group_id": group, "session_timeout": 10000, "rebalance_timeout": 10000,
+                               "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
+                               "protocols": [{"name": "range", "metadata": subscription}]})
+
+    def sync(member: str, generation: int, partitions: list[int]) -> int:
+        assignment = bytes(ConsumerProtocolAssignment(assigned_partitions=[(topic, partitions)],
+                                                      user_data=b"").encode(version=0))
+        return call(a, 14, 5, {"group_id": group, "generation_id": generation, "member_id": member,
+                               "protocol_type": "consumer", "protocol_name": "range",
+                               "assignments": [{"member_id": member, "assignment": assignment}]}).error_code
+
+    me = join("").member_id
+    assert join(me).generation_id == 1
+    assert sync(me, 1, [0]) == 0
+    assert _heartbeat(a, group, 1, me) == 27           # partition 1 was left out: REBALANCE_IN_PROGRESS
+    assert join(me).generation_id == 2
+    assert sync(me, 2, [0, 1]) == 0
+    assert _heartbeat(a, group, 2, me) == 0            # every partition held: stable
+    a.close()
+
+
 def test_static_member_keeps_its_id(kafka):
     group = f"g-{uuid.uuid4().hex[:8]}"
     a = _sock(kafka)

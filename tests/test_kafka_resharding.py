@@ -2,7 +2,16 @@
 (acks=all, idempotent by default, keyed and null-keyed records) produces and a group of two
 kafka-python consumers consumes and commits, the stream is split, merged and scaled through boto3.
 Acknowledged records are all consumed, none twice by the committed group, and a boto3 GetRecords
-reader sees each of them once. Every wait is on a condition with a generous deadline."""
+reader sees each of them once. Every wait is on a condition with a generous deadline.
+
+"Read by the committed group" is what a member read and then committed while it still held the
+partition: a commit the client refuses during a rebalance (kafka-python does, as Kafka's own
+clients do) leaves its records to be read again by whoever holds the partition next, as Kafka's
+at-least-once delivery has it; those reads are not the server's doing and are not counted. What
+would be the server's doing, and fails the test: a record two committed reads hold (offsets of a
+parent and its children that overlap), or one no committed read holds (a partition or a record
+the group never got).
+"""
 from __future__ import annotations
 
 import threading
@@ -22,7 +31,11 @@ DEADLINE = 120.0
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    proc = start_server(tmp_path_factory, kafka_port=free_port(), kafka_initial_rebalance_ms=0)
+    # The initial rebalance delay stays Kafka's 3 s: both members form the first generation together.
+    # (With none, the second member's join interrupts the first's SyncGroup, and kafka-python
+    # 3.0.12 then sometimes goes silent for good after its next SyncGroup answer: no heartbeat, no
+    # request, its thread polling for a coordinator it already has.)
+    proc = start_server(tmp_path_factory, kafka_port=free_port())
     yield proc
     proc.stop()
 
@@ -42,8 +55,8 @@ class Run:
         self.lock = threading.Lock()
         self.acked: set[str] = set()
         self.failed: list[str] = []
-        self.consumed: Counter[str] = Counter()
-        self.commit_errors: list[str] = []
+        self.consumed: Counter[str] = Counter()  # read, then committed while held
+        self.commit_errors: list[str] = []  # commits refused with records read (those are read again)
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
         self.ready: dict[int, bool] = {}
@@ -84,30 +97,43 @@ def produce(proc, topic: str, run: Run) -> None:
 
 
 def consume(proc, topic: str, group: str, run: Run, n: int) -> None:
-    from kafka import KafkaConsumer
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+    pending: dict = {}  # partition -> ids read since the member's last commit
+
+    class Revoked(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            for tp in revoked:  # read, never committed: the partition's next holder reads them
+                pending.pop(tp, None)
+
+        def on_partitions_assigned(self, assigned):
+            pass
+
     # auto.offset.reset stays Kafka's default, "latest": the children are read from their start
     # only because the group committed on their parents (plan §4 rule 3). The metadata age stays
     # its default 5 minutes: new partitions are found through rule 4, not a refresh timer.
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap(proc), group_id=group, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(proc), group_id=group, enable_auto_commit=False,
                              heartbeat_interval_ms=300, session_timeout_ms=10000)
+    consumer.subscribe([topic], listener=Revoked())
     run.members[n] = consumer
     try:
         while not run.stop_consuming.is_set():
             batches = consumer.poll(timeout_ms=200)
-            with run.lock:
-                for records in batches.values():
-                    for record in records:
-                        run.consumed[record.value.decode()] += 1
+            for tp, records in batches.items():
+                pending.setdefault(tp, []).extend(r.value.decode() for r in records)
             if not run.ready.get(n) and consumer.assignment():
                 for tp in consumer.assignment():
                     consumer.position(tp)  # "latest" resolved now, before anything is produced
             try:
                 consumer.commit()  # after processing: what is committed was counted
             except Exception as err:  # noqa: BLE001
-                # kafka-python refuses a commit while it rejoins (RebalanceInProgressError): only
-                # one that follows records read could lead to their being read again.
-                if batches:
+                if any(pending.values()):
                     run.commit_errors.append(repr(err))
+            else:
+                with run.lock:
+                    for ids in pending.values():
+                        run.consumed.update(ids)
+                pending.clear()
             if consumer.assignment():
                 run.ready[n] = True
     except BaseException as err:  # noqa: BLE001
@@ -224,7 +250,6 @@ def test_split_merge_and_scale_lose_nothing_and_read_nothing_twice(kafka):
     assert set(run.consumed) == acked, sorted(acked ^ set(run.consumed))[:10]
     twice = {rid: n for rid, n in run.consumed.items() if n != 1}
     assert not twice, (list(twice.items())[:10], run.commit_errors[:5])
-    assert not run.commit_errors, run.commit_errors[:5]
     shards = kinesis.list_shards(StreamName=topic)["Shards"]
     assert len(shards) > 2 + 2 + 1  # splits, merges and scaling made partitions that all stay
 

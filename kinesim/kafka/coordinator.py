@@ -13,10 +13,11 @@ id handed out by MEMBER_ID_REQUIRED that never joins. At Stable and at Empty the
 is saved (in the pool, in call order), so a restarted server has it Stable again and members'
 heartbeats and commits carry on.
 
-A generation remembers its topics' partition counts; a heartbeat that finds one grown (a reshard
-added shards: plan §4 rule 4) moves the group to PreparingRebalance, so its members rejoin and the
-leader assigns the new partitions within a heartbeat interval instead of at its next metadata
-refresh (5 minutes). It is a dictionary lookup per subscribed topic, on the loop.
+A generation remembers how many partitions of each topic its leader assigned; a heartbeat that
+finds a topic with more (a reshard added shards: plan §4 rule 4) moves the group to
+PreparingRebalance, so its members rejoin and the leader assigns the new partitions within a
+heartbeat interval instead of at its next metadata refresh (5 minutes). It is a dictionary lookup
+per subscribed topic, on the loop.
 """
 from __future__ import annotations
 
@@ -157,7 +158,7 @@ class Coordinator:
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.protocol = group.select_protocol()
-        group.layout = resharding.layout(self.svc, group.topics())
+        group.layout = None  # taken from the leader's assignments (SyncGroup)
         group.state = COMPLETING
         for m in group.members.values():
             m.assignment = b""
@@ -188,6 +189,7 @@ class Coordinator:
         if member.id == group.leader:
             for m in group.members.values():
                 m.assignment = assignments.get(m.id, b"")
+            group.layout = group.assigned()
             group.state = STABLE
             await self._save(group)  # the answers follow the save: a restart finds the group Stable
             for m in group.members.values():
@@ -210,11 +212,12 @@ class Coordinator:
         return errors.NONE
 
     def _resharded(self, group: Group) -> bool:
-        """Whether a subscribed topic has more partitions than when the generation formed (a group
-        loaded after a restart takes its counts at its first heartbeat)."""
+        """Whether a subscribed topic has more partitions than the leader assigned (a group loaded
+        after a restart takes its counts from the assignments it saved)."""
         if group.layout is None:
-            group.layout = resharding.layout(self.svc, group.topics())
-            return False
+            group.layout = group.assigned()
+            if group.layout is None:
+                return False
         now = resharding.layout(self.svc, group.layout)
         if all(now[t] <= n for t, n in group.layout.items()):
             return False

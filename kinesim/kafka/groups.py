@@ -14,6 +14,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment as _AssignmentV0
+from kio.schema.consumer_protocol_assignment.v1.data import ConsumerProtocolAssignment as _AssignmentV1
+from kio.schema.consumer_protocol_assignment.v2.data import ConsumerProtocolAssignment as _AssignmentV2
+from kio.schema.consumer_protocol_assignment.v3.data import ConsumerProtocolAssignment as _AssignmentV3
 from kio.schema.consumer_protocol_subscription.v0.data import ConsumerProtocolSubscription as _SubscriptionV0
 from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSubscription as _SubscriptionV1
 from kio.schema.consumer_protocol_subscription.v2.data import ConsumerProtocolSubscription as _SubscriptionV2
@@ -24,6 +28,7 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "Com
 GROUP_DOCUMENT = "kafka-group"
 
 _SUBSCRIPTIONS = [entity_reader(cls) for cls in (_SubscriptionV0, _SubscriptionV1, _SubscriptionV2, _SubscriptionV3)]
+_ASSIGNMENTS = [entity_reader(cls) for cls in (_AssignmentV0, _AssignmentV1, _AssignmentV2, _AssignmentV3)]
 
 
 @dataclass(slots=True, eq=False)
@@ -67,8 +72,11 @@ class Group:
     join_timer: asyncio.TimerHandle | None = None
     initial_until: float | None = None  # the initial rebalance delay's end, while it runs
     rebalance_deadline: float = 0.0
-    # The partition count of each subscribed topic when the generation formed (resharding, plan §4
-    # rule 4): a heartbeat that finds one grown moves the group to rebalance. None: not taken yet.
+    # How many partitions of each subscribed topic the leader assigned (resharding, plan §4 rule 4):
+    # a heartbeat that finds a topic with more moves the group to rebalance. Taken from the
+    # assignments, not from the topic when the generation formed: a leader may assign from
+    # metadata older than that (kafka-python can lose a refresh it asked for), and the partitions
+    # it did not know would then wait for its next metadata refresh (5 minutes). None: not taken yet.
     layout: dict[str, int] | None = None
 
     def static(self, instance: str | None) -> Member | None:
@@ -117,6 +125,17 @@ class Group:
                                                  (m.protocols[0][1] if m.protocols else b"")))
         return found
 
+    def assigned(self) -> dict[str, int] | None:
+        """Per subscribed topic, how many distinct partitions the members' assignments hold; None
+        for a protocol type whose assignments are not the consumer protocol's."""
+        if self.protocol_type != "consumer":
+            return None
+        held: dict[str, set[int]] = {topic: set() for topic in self.topics()}
+        for m in self.members.values():
+            for topic, partitions in assignment_partitions(m.assignment):
+                held.setdefault(topic, set()).update(partitions)
+        return {topic: len(partitions) for topic, partitions in held.items()}
+
     # The document saved at Stable and at Empty: after a restart the group is as it was then.
 
     def document(self) -> dict[str, Any]:
@@ -154,6 +173,18 @@ def subscription_topics(metadata: bytes) -> list[str]:
     except Exception:  # a client's own protocol type, or garbage: nothing to learn from it
         return []
     return [str(t) for t in value.topics]
+
+
+def assignment_partitions(assignment: bytes) -> list[tuple[str, list[int]]]:
+    """The (topic, partitions) of a ConsumerProtocolAssignment; [] for bytes that are not one."""
+    if len(assignment) < 2:
+        return []
+    version = struct.unpack_from(">h", assignment)[0]
+    try:
+        value, _ = _ASSIGNMENTS[max(0, min(version, len(_ASSIGNMENTS) - 1))](assignment, 2)
+    except Exception:  # a client's own protocol type, or garbage: nothing to learn from it
+        return []
+    return [(str(tp.topic), [int(p) for p in tp.partitions]) for tp in value.assigned_partitions]
 
 
 def _b64(data: bytes) -> str:
