@@ -17,7 +17,7 @@ DELETE_ROWS, DELETE_BYTES = 500, 5 << 20
 StoredRecord = tuple[int, str, str, bytes, float]
 # A StoredRecord and its `kafka` column (kafka/batches.py's meta; None for a Kinesis put). Only the
 # Kafka paths pass or ask for it, so every Kinesis path keeps its 5-column statements.
-KafkaRecord = tuple[int, str, str, bytes, float, bytes | None]
+KafkaRecord = tuple[int, str | None, str, bytes, float, bytes | None]  # no sequence number when read
 
 
 def wal_bytes(pages: int, rows: int, data: int) -> int:
@@ -51,9 +51,10 @@ def read_range(conn: sqlite3.Connection, start: int, end: int, limit: int, min_a
 
 def read_range_kafka(conn: sqlite3.Connection, start: int, end: int, limit: int,
                      min_arrival: float) -> list[KafkaRecord]:
-    """read_range with the `kafka` column (a separate statement: the Kinesis one stays as it was)."""
+    """read_range with the `kafka` column (a separate statement: the Kinesis one stays as it was),
+    and None for the sequence number, which Kafka's Fetch never shows (a string per row less)."""
     rows = conn.execute(
-        "SELECT key, seq, pk, data, arrival, kafka FROM records WHERE key >= ? AND key < ? AND arrival >= ?"
+        "SELECT key, NULL, pk, data, arrival, kafka FROM records WHERE key >= ? AND key < ? AND arrival >= ?"
         " ORDER BY key LIMIT ?", (start, end, min_arrival, limit)).fetchall()
     return [(key & MASK, seq, pk, data, arrival, meta) for key, seq, pk, data, arrival, meta in rows]
 

@@ -84,7 +84,8 @@ def _both(columns: str, where: str = "", tail: str = "", schema: str = SCHEMA_NA
 # Run by other connections, which attach RECENT_FILE as SCHEMA_NAME.
 FETCH = [f"SELECT r.gkey, r.key, r.seq, r.pk, r.data, r.arrival FROM json_each(?1) AS j"
          f" JOIN {SCHEMA_NAME}.{t} AS r ON r.gkey = j.value ORDER BY 1" for t in TABLES]
-FETCH_KAFKA = [f"SELECT r.gkey, r.key, r.seq, r.pk, r.data, r.arrival, r.kafka FROM json_each(?1) AS j"
+# Kafka's Fetch shows no sequence number: NULL instead of a 56-digit string per row.
+FETCH_KAFKA = [f"SELECT r.gkey, r.key, NULL, r.pk, r.data, r.arrival, r.kafka FROM json_each(?1) AS j"
                f" JOIN {SCHEMA_NAME}.{t} AS r ON r.gkey = j.value ORDER BY 1" for t in TABLES]
 FIRST_AT = [f"SELECT r.key FROM json_each(?1) AS j JOIN {SCHEMA_NAME}.{t} AS r ON r.gkey = j.value"
             " WHERE r.arrival >= ?2 ORDER BY r.gkey LIMIT 1" for t in TABLES]
