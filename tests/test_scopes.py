@@ -352,9 +352,10 @@ def test_a_data_directory_written_before_scopes_is_served_unchanged(tmp_path_fac
 
     class OldServer(ServerProcess):
         def command(self) -> list[str]:
-            cmd = super().command()  # without --kafka-port, which the old code has not (nor Kafka)
-            at = cmd.index("--kafka-port")
-            return cmd[:at] + cmd[at + 2:]
+            cmd = super().command()
+            # Without the --kafka-* flags and their values: the old code has no Kafka.
+            return [arg for n, arg in enumerate(cmd)
+                    if not arg.startswith("--kafka-") and not cmd[n - 1].startswith("--kafka-")]
 
         def start(self, timeout: float = 30.0, preexec_fn=None) -> "OldServer":
             # run from the old tree: `python -m kinesim` (and the server's child) import it first
