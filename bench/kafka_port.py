@@ -200,7 +200,9 @@ def confluent_consume_worker(bootstrap: str, topic: str, expected: dict[int, int
     c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in expected])
     deadline = time.monotonic() + timeout
     while any(v > 0 for v in left.values()) and time.monotonic() < deadline:
-        for m in c.consume(10000, 0.5):
+        # A short timeout: consume() returns when it holds num_messages OR the timeout passed, so
+        # with 0.5 s each consumer's last call waited up to 0.5 s for records that never come.
+        for m in c.consume(10000, 0.01):
             err = m.error()
             if err is not None:
                 if err.code() != ck.KafkaError._PARTITION_EOF:

@@ -104,6 +104,12 @@ class KafkaListener:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        # Then what they left running (requests cancelled but not yet finished, long polls' inner
+        # tasks): a task still pending when the loop closes is logged as an error at every stop.
+        rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
