@@ -163,28 +163,29 @@ class Group:
 
 def subscription_topics(metadata: bytes) -> list[str]:
     """The topics of a ConsumerProtocolSubscription (the "consumer" protocol type's member
-    metadata); [] for bytes that are not one. A version newer than kio knows is read as its
-    newest: Kafka only appends fields."""
-    if len(metadata) < 2:
-        return []
-    version = struct.unpack_from(">h", metadata)[0]
-    try:
-        value, _ = _SUBSCRIPTIONS[max(0, min(version, len(_SUBSCRIPTIONS) - 1))](metadata, 2)
-    except Exception:  # a client's own protocol type, or garbage: nothing to learn from it
-        return []
-    return [str(t) for t in value.topics]
+    metadata); [] for bytes that are not one."""
+    value = _versioned(_SUBSCRIPTIONS, metadata)
+    return [] if value is None else [str(t) for t in value.topics]
 
 
 def assignment_partitions(assignment: bytes) -> list[tuple[str, list[int]]]:
     """The (topic, partitions) of a ConsumerProtocolAssignment; [] for bytes that are not one."""
-    if len(assignment) < 2:
-        return []
-    version = struct.unpack_from(">h", assignment)[0]
+    value = _versioned(_ASSIGNMENTS, assignment)
+    return [] if value is None else [(str(tp.topic), [int(p) for p in tp.partitions])
+                                     for tp in value.assigned_partitions]
+
+
+def _versioned(readers: list, data: bytes) -> Any:
+    """A consumer protocol structure (int16 version, then the body), or None. A version newer
+    than kio knows is read as its newest: Kafka only appends fields."""
+    if len(data) < 2:
+        return None
+    version = struct.unpack_from(">h", data)[0]
     try:
-        value, _ = _ASSIGNMENTS[max(0, min(version, len(_ASSIGNMENTS) - 1))](assignment, 2)
+        value, _ = readers[max(0, min(version, len(readers) - 1))](data, 2)
     except Exception:  # a client's own protocol type, or garbage: nothing to learn from it
-        return []
-    return [(str(tp.topic), [int(p) for p in tp.partitions]) for tp in value.assigned_partitions]
+        return None
+    return value
 
 
 def _b64(data: bytes) -> str:
