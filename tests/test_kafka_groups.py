@@ -376,3 +376,74 @@ def test_offsets_and_coordinator_on_the_wire(kafka):
         {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]}]})
     assert (epochs.topics[0].partitions[0].leader_epoch, epochs.topics[0].partitions[0].end_offset) == (0, 3)
     s.close()
+
+
+# Each client produces, consumes in a group, commits, and after a kill -9 and restart a new
+# member of the group resumes from the commit (kafka-python's is test_group_resumes_... above).
+
+def _confluent_round(proc, topic: str, group: str, produce_values: list[bytes], count: int) -> list[bytes]:
+    """Produce with confluent-kafka's Producer, then read `count` records in `group` and commit."""
+    from confluent_kafka import Consumer, Producer
+    if produce_values:
+        producer = Producer({"bootstrap.servers": bootstrap(proc), "acks": "all"})
+        for value in produce_values:
+            producer.produce(topic, value=value)
+        assert producer.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap(proc), "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        c.commit(asynchronous=False)
+        return got
+    finally:
+        c.close()
+
+
+def _aiokafka_round(proc, topic: str, group: str, produce_values: list[bytes], count: int) -> list[bytes]:
+    """Produce with aiokafka's producer, then read `count` records in `group` and commit."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def run() -> list[bytes]:
+        if produce_values:
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap(proc), acks="all")
+            await producer.start()
+            try:
+                for value in produce_values:
+                    await producer.send_and_wait(topic, value)
+            finally:
+                await producer.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap(proc), group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=count)
+        await c.start()
+        try:
+            got: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(got) < count and time.monotonic() < deadline:
+                batches = await c.getmany(timeout_ms=500, max_records=count - len(got))
+                for records in batches.values():
+                    got.extend(r.value for r in records)
+            await c.commit()
+            return got
+        finally:
+            await c.stop()
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("client", [_confluent_round, _aiokafka_round], ids=["confluent-kafka", "aiokafka"])
+def test_a_group_rejoins_after_a_kill_9_from_its_commit(tmp_path_factory, client):
+    proc = start_server(tmp_path_factory, kafka_port=free_port(), kafka_initial_rebalance_ms=0)
+    try:
+        topic, group = new_stream(proc), f"g-{uuid.uuid4().hex[:8]}"
+        first = client(proc, topic, group, [b"r%d" % i for i in range(10)], 4)
+        assert first == [b"r%d" % i for i in range(4)]
+        proc.kill()
+        proc.start()
+        assert client(proc, topic, group, [], 6) == [b"r%d" % i for i in range(4, 10)]
+    finally:
+        proc.stop()
