@@ -15,6 +15,9 @@ port with `--kafka-port`, and every path runs against it, one after the other, e
            kafka-python   kafka-python KafkaProducer: acks=all, linger_ms=5, batch_size=64 KiB
   consume  kinesis        GetRecords (Limit 10000) from TRIM_HORIZON, one connection per shard
                           (workloads.drain_worker), of the kinesis-raw stream
+           raw Fetch      Fetch v12 (1 MiB per partition) from offset 0, one connection per
+                          partition, answers decoded with kio and aiokafka's batch reader: the
+                          Kafka counterpart of the drain, client for client (raw_fetch_worker)
            confluent      confluent-kafka Consumer, assign() from the beginning, no group, of the
                           confluent stream (and, as a second figure, of the kafka-python stream)
 
@@ -26,6 +29,7 @@ record's own id in its value, so a fast wrong answer cannot pass. See bench/READ
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
@@ -37,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workloads as wl  # noqa: E402
 from peers import REPO_DIR, Server, free_port, in_work_dir, run_steps  # noqa: E402
+
+sys.path.insert(1, str(REPO_DIR))  # the raw Fetch client builds its requests with this checkout's kinesim.kafka
 
 RECORD_BYTES = 100
 BATCH = 500
@@ -217,6 +223,75 @@ def confluent_consume_worker(bootstrap: str, topic: str, expected: dict[int, int
     return {"got": got, "errors": errors, "cpu": cpu, "t_done": t_done}
 
 
+def raw_fetch_worker(bootstrap: str, topic: str, partition: int, expected: int, timeout: float,
+                     t_start: float) -> dict:
+    """The Kafka counterpart of workloads.drain_worker: Fetch (v12, 1 MiB per partition, no wait)
+    from offset 0 on one connection, answers decoded with kio and their batches with aiokafka's
+    reader, until `expected` records are read or a read comes back empty at the end."""
+    import socket
+    import struct
+
+    from aiokafka.record.memory_records import MemoryRecords
+    from kio.index import load_request_schema, load_response_schema
+    from kio.serial import entity_reader, entity_writer
+
+    from kinesim.kafka import shapes
+    request, response = load_request_schema(1, 12), load_response_schema(1, 12)
+    write_header, write_body = entity_writer(request.__header_schema__), entity_writer(request)
+    read_header, read_body = entity_reader(response.__header_schema__), entity_reader(response)
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    got: list[tuple[int, int, bytes]] = []
+    errors: dict[str, int] = {}
+    offset = correlation = pages = 0
+    wl.sleep_until(t_start)
+    cpu0 = time.process_time()
+    deadline = time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
+        out = io.BytesIO()
+        write_header(out, shapes.build(request.__header_schema__, {
+            "request_api_key": 1, "request_api_version": 12, "correlation_id": correlation, "client_id": "bench"}))
+        write_body(out, shapes.build(request, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [{"partition": partition, "current_leader_epoch": -1,
+                                                        "fetch_offset": offset, "last_fetched_epoch": -1,
+                                                        "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}))
+        frame = out.getvalue()
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        body = _recv_exactly(sock, size)
+        _, used = read_header(body, 0)
+        answer, _ = read_body(body, used)
+        correlation += 1
+        pages += 1
+        part = answer.responses[0].partitions[0]
+        if part.error_code:
+            errors[str(part.error_code)] = errors.get(str(part.error_code), 0) + 1
+            break
+        records = MemoryRecords(bytes(part.records or b""))
+        before = len(got)
+        while (batch := records.next_batch()) is not None:
+            for record in batch:
+                got.append((partition, record.offset, record.value[:12]))
+        if len(got) == before:
+            break  # at the end, short of `expected`: records went missing
+        offset = got[-1][1] + 1
+    t_done = time.monotonic()
+    sock.close()
+    return {"got": got, "errors": errors, "pages": pages, "cpu": time.process_time() - cpu0, "t_done": t_done}
+
+
+def _recv_exactly(sock, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
 # ---------------------------------------------------------------------------------------------
 # the paths: each returns figures under its prefix
 
@@ -282,15 +357,20 @@ def kinesis_consume(ctx: wl.Ctx, streams: dict) -> dict:
     return out
 
 
-def kafka_consume(ctx: wl.Ctx, streams: dict, source: str, consumers: int) -> dict:
-    key = f"consume.confluent<{source}"
+def kafka_consume(ctx: wl.Ctx, streams: dict, source: str, consumers: int, raw: bool = False) -> dict:
+    key = f"consume.{'raw' if raw else 'confluent'}<{source}"
     stream, shards, acked = streams[f"produce.{source}"]
     expected: dict[int, int] = {p: 0 for p in range(len(shards))}
     for p, _, _ in acked:
         expected[p] += 1
-    groups = [{p: expected[p] for p in list(expected)[i::consumers]} for i in range(min(consumers, len(expected)))]
-    run = wl.Timed(ctx, confluent_consume_worker, [(ctx.server.bootstrap, stream, g, 600.0) for g in groups],
-                   procs=len(groups))
+    if raw:  # as the GetRecords drain: one connection per partition
+        run = wl.Timed(ctx, raw_fetch_worker, [(ctx.server.bootstrap, stream, p, n, 600.0)
+                                               for p, n in expected.items()], procs=min(ctx.procs, len(expected)))
+    else:
+        groups = [{p: expected[p] for p in list(expected)[i::consumers]}
+                  for i in range(min(consumers, len(expected)))]
+        run = wl.Timed(ctx, confluent_consume_worker, [(ctx.server.bootstrap, stream, g, 600.0) for g in groups],
+                       procs=len(groups))
     got = [g for r in run.results for g in r["got"]]
     errors: dict[str, int] = {}
     for r in run.results:
@@ -310,13 +390,14 @@ def kafka_consume(ctx: wl.Ctx, streams: dict, source: str, consumers: int) -> di
 # report
 
 PRODUCE = ("produce.kinesis-raw", "produce.kinesis-boto3", "produce.confluent", "produce.kafka-python")
-CONSUME = ("consume.kinesis", "consume.confluent<confluent", "consume.confluent<kafka-python")
+CONSUME = ("consume.kinesis", "consume.raw<confluent", "consume.confluent<confluent", "consume.confluent<kafka-python")
 LABELS = {
     "produce.kinesis-raw": "Kinesis PutRecords x500 (raw client)",
     "produce.kinesis-boto3": "Kinesis PutRecords x500 (boto3)",
     "produce.confluent": "Kafka confluent-kafka Producer",
     "produce.kafka-python": "Kafka kafka-python KafkaProducer",
-    "consume.kinesis": "Kinesis GetRecords drain",
+    "consume.kinesis": "Kinesis GetRecords drain (raw client)",
+    "consume.raw<confluent": "Kafka Fetch drain (raw client)",
     "consume.confluent<confluent": "Kafka confluent Consumer (assign)",
     "consume.confluent<kafka-python": "  same, of kafka-python's topic",
 }
@@ -359,8 +440,10 @@ def checks(figs: dict) -> list[dict]:
                                   "produce.kinesis-raw"),
                                  ("Kafka produce (kafka-python) >= Kinesis PutRecords", "produce.kafka-python",
                                   "produce.kinesis-raw"),
-                                 ("Kafka consume (confluent-kafka) >= Kinesis GetRecords", "consume.confluent<confluent",
-                                  "consume.kinesis")):
+                                 ("Kafka consume (raw Fetch) >= Kinesis GetRecords (raw)", "consume.raw<confluent",
+                                  "consume.kinesis"),
+                                 ("Kafka consume (confluent-kafka) >= Kinesis GetRecords (raw)",
+                                  "consume.confluent<confluent", "consume.kinesis")):
         a, b = figs.get(f"{kafka}.rps"), figs.get(f"{kinesis}.rps")
         if a is None or b is None:
             out.append({"check": name, "result": "n/a", "detail": "not run"})
@@ -432,6 +515,8 @@ def run(args: argparse.Namespace, work_dir: Path) -> int:
                           lambda w=path: kafka_produce(ctx, n, streams, w, args.idempotent)))
     if "kinesis-raw" in args.paths:
         steps.append(("consume kinesis GetRecords", lambda: kinesis_consume(ctx, streams)))
+    if "confluent" in args.paths:
+        steps.append(("consume raw Fetch <- confluent", lambda: kafka_consume(ctx, streams, "confluent", 0, raw=True)))
     for src in ("confluent", "kafka-python"):
         if src in args.paths:
             steps.append((f"consume confluent Consumer <- {src}",
