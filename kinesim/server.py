@@ -60,6 +60,8 @@ def serve(settings: Settings, spark: bool = False, spark_memory: str | None = No
         owner = None if settings.in_memory else claim(settings.data_dir, url)
         check_port_free(settings.host, settings.port)
         kafka_sock = kafka_socket(settings.host, settings.kafka_port, kafka_port_given)
+        if kafka_sock is None and settings.kafka_port:  # the default port was taken: no Kafka served,
+            settings = dataclasses.replace(settings, kafka_port=0)  # and mappings must not think it is
         edge = Edge(settings)
     except (SettingsError, DataDirInUse) as err:
         raise SystemExit(f"kinesim: {err}") from None

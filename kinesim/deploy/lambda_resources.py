@@ -162,6 +162,13 @@ class EventSourceMapping(ResourceHandler):
         supported = (set(shape.members) - set(self.RENAMED.values())) | set(self.RENAMED)
         self._reject_unsupported(properties, supported)
         request = {self.RENAMED.get(k, k): v for k, v in properties.items() if k != "Tags"}
+        endpoints = (request.get("SelfManagedEventSource") or {}).get("Endpoints")
+        if isinstance(endpoints, dict) and "KafkaBootstrapServers" in endpoints:
+            # CloudFormation's name for the API's KAFKA_BOOTSTRAP_SERVERS (the resource's
+            # Endpoints property; SAM's SelfManagedKafka events write it so).
+            endpoints = {("KAFKA_BOOTSTRAP_SERVERS" if k == "KafkaBootstrapServers" else k): v
+                         for k, v in endpoints.items()}
+            request["SelfManagedEventSource"] = {**request["SelfManagedEventSource"], "Endpoints": endpoints}
         out = coerce(shape, request)
         out["Tags"] = tag_map(properties.get("Tags"))
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Hashable, Protocol
 
 import orjson
 
@@ -31,6 +31,7 @@ class Item:
     row: Record
     entry: dict[str, Any]   # the record as the event carries it
     size: int               # its bytes in the event
+    key: Hashable = None    # what `batchItemFailures` names it by (None: its sequence number)
 
 
 @dataclass
@@ -60,8 +61,15 @@ class Outcome:
     problem: str = ""                # problem: LastProcessingResult
 
 
-def judge(invocation: Invocation, items: list[Item], report_item_failures: bool, needs_state: bool) -> Outcome:
-    """What an invocation's answer means for its batch, by AWS's rules."""
+def sequence_number(ident: Any) -> Hashable | None:
+    """A Kinesis record's `itemIdentifier`: its sequence number, a string."""
+    return ident if isinstance(ident, str) else None
+
+
+def judge(invocation: Invocation, items: list[Item], report_item_failures: bool, needs_state: bool,
+          reported_key: Callable[[Any], Hashable | None] = sequence_number) -> Outcome:
+    """What an invocation's answer means for its batch, by AWS's rules. `reported_key`: the key
+    (Item.key) an `itemIdentifier` names, None for one of the wrong form."""
     if invocation.function_error:
         return Outcome("error")
     try:
@@ -81,14 +89,14 @@ def judge(invocation: Invocation, items: list[Item], report_item_failures: bool,
         return Outcome("ok", state=state)
     if not isinstance(failures, list):
         return Outcome("error")
-    position = {it.row[1]: n for n, it in enumerate(items)}
+    position = {(it.row[1] if it.key is None else it.key): n for n, it in enumerate(items)}
     first = len(items)
     for failure in failures:
-        ident = failure.get("itemIdentifier") if isinstance(failure, dict) else None
+        key = reported_key(failure.get("itemIdentifier")) if isinstance(failure, dict) else None
         # An empty or null identifier, a bad key name, or one not in the batch: the whole batch failed.
-        if not isinstance(ident, str) or ident not in position:
+        if key is None or key not in position:
             return Outcome("error")
-        first = min(first, position[ident])
+        first = min(first, position[key])
     return Outcome("partial", failed_at=first, state=state)
 
 

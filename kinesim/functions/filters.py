@@ -36,7 +36,7 @@ from ..wildcards import wildcard_matcher
 
 _INVALID = "Invalid filter pattern definition."
 _NUMERIC_OPS = {"=", "<", "<=", ">", ">="}
-_NOT_JSON = object()  # the `data` of a record that is not JSON
+_NOT_JSON = object()  # the `data` of a Kinesis record that is not JSON, a Kafka `value` neither JSON nor text
 
 
 def invalid(detail: str | None = None) -> AwsError:
@@ -93,6 +93,23 @@ def kinesis_view(entry: dict[str, Any], data: bytes) -> dict[str, Any]:
     except ValueError:  # InvalidJson (syntax, or nested past its depth limit), UnicodeDecodeError
         view["data"] = _NOT_JSON
     return view
+
+
+def kafka_view(value: bytes | None) -> dict[str, Any]:
+    """What patterns see of a Kafka record: its `value` only (AWS: "Amazon MSK and self-managed
+    Apache Kafka event source mappings only support filtering on the value key"), parsed as JSON,
+    else as the plain string it is (the guide's producers write "valid JSON format or plain
+    strings"); a value that is neither (binary, null) matches no pattern about it."""
+    if value is None:
+        return {"value": _NOT_JSON}
+    try:
+        return {"value": user_json.loads(value)}
+    except ValueError:  # InvalidJson (syntax, or nested past its depth limit), UnicodeDecodeError
+        pass
+    try:
+        return {"value": value.decode()}
+    except UnicodeDecodeError:
+        return {"value": _NOT_JSON}
 
 
 def decoded(entry: dict[str, Any]) -> bytes:
@@ -220,7 +237,7 @@ def _match(pattern: dict[str, Any], nodes: list, top: bool = False) -> bool:
                 return False
             continue
         values = _children(nodes, key)
-        if top and key == "data" and any(v is _NOT_JSON for v in values):
+        if top and key in ("data", "value") and any(v is _NOT_JSON for v in values):  # Kinesis', Kafka's
             return False
         if isinstance(rule, dict):
             if not _match(rule, [v for v in values if isinstance(v, dict)]):

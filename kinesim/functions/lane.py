@@ -22,7 +22,6 @@ from ..protocol.errors import AwsError
 from . import events, windows
 from . import mapping_status as status
 from .batches import Batch, Item, Outcome, Part, judge, lane_of
-from .filters import kinesis_view
 from .lane_runner import Sleep, Wait
 
 # What a lane's generator methods are: they yield what they wait for and return their result.
@@ -161,9 +160,8 @@ class Lane:
                 if lane_of(row[2], cfg.lanes) != self.number:
                     index = row[0] + 1
                     continue
-                entry = events.kinesis_record(row, self.shard.shard_id, self.stream.arn,
-                                              self.svc.settings.region, role_arn)
-                if poller.filters is not None and not poller.filters.matches(kinesis_view(entry, row[3])):
+                entry = poller.record_entry(row, self.stream, self.shard, role_arn)
+                if not poller.matches(entry, row):
                     index = row[0] + 1
                     continue
                 if cfg.tumbling_window_s:
@@ -175,7 +173,7 @@ class Lane:
                 n = len(orjson.dumps(entry)) + 1
                 if items and size + n > events.MAX_PAYLOAD_BYTES:
                     return Batch(items, index, window_start)
-                items.append(Item(row, entry, n))
+                items.append(Item(row, entry, n, poller.record_key(row, self.stream, self.shard)))
                 size += n
                 index = row[0] + 1
                 if len(items) >= cfg.batch_size:
@@ -276,7 +274,7 @@ class Lane:
             w = self.window
             return orjson.dumps(events.window_event(entries, w["start"], w["end"], w["state"], self.shard.shard_id,
                                                     self.stream.arn, final, early))
-        return orjson.dumps(events.kinesis_event(entries))
+        return orjson.dumps(self.poller.batch_event(entries, self.stream, self.shard))
 
     def attempt(self, part: Part, final: bool = False, early: bool = False) -> Outcome:
         event = self.event(part.items, final, early)
@@ -295,7 +293,7 @@ class Lane:
         part.invokes += 1
         part.last = invocation
         return judge(invocation, part.items, self.config.report_item_failures and not final,
-                     needs_state=self.window is not None and not final)
+                     needs_state=self.window is not None and not final, reported_key=self.poller.reported_key)
 
     def succeeded(self, state: Any, next_index: int) -> Steps:  # -> bool
         """Records up to `next_index` are done: keep the window's new state, checkpoint."""

@@ -47,15 +47,8 @@ class MappingConfig:
         if ":stream/" not in source or not source.startswith("arn:aws"):
             raise invalid_parameter(f"Unsupported event source for a Kinesis poller: {source}")
         function_arn = m["FunctionArn"]
-        parts = function_arn.split(":")
-        name = parts[6] if len(parts) > 6 else function_arn
-        qualifier = parts[7] if len(parts) > 7 else None
-        position = m.get("StartingPosition") or "LATEST"
-        timestamp = m.get("StartingPositionTimestamp")
-        if isinstance(timestamp, datetime):
-            timestamp = timestamp.timestamp()
-        if position == "AT_TIMESTAMP" and timestamp is None:
-            raise invalid_parameter("StartingPositionTimestamp is required when StartingPosition is AT_TIMESTAMP.")
+        invoke_name, executed_version = function_target(function_arn)
+        position, timestamp = starting_position(m)
         destination = ((m.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         if destination:
             check_destination(destination)
@@ -63,9 +56,7 @@ class MappingConfig:
         FilterCriteria.parse(m.get("FilterCriteria"))  # refuse a bad pattern now, not in the poller
         return cls(
             uuid=m["UUID"], source_arn=source, stream_name=source.split(":stream/", 1)[1].split("/", 1)[0],
-            function_arn=function_arn,
-            invoke_name=f"{name}:{qualifier}" if qualifier and qualifier != "$LATEST" else name,
-            executed_version=qualifier if qualifier and qualifier.isdigit() else "$LATEST",
+            function_arn=function_arn, invoke_name=invoke_name, executed_version=executed_version,
             state=m.get("State", "Enabled"),
             batch_size=int(m.get("BatchSize") or 100),
             batching_window_s=float(m.get("MaximumBatchingWindowInSeconds") or 0),
@@ -82,6 +73,27 @@ class MappingConfig:
     def same_work(self, other: "MappingConfig") -> bool:
         """Whether a poller configured by `other` does what this configuration asks (State aside)."""
         return replace(self, state="") == replace(other, state="")
+
+
+def function_target(function_arn: str) -> tuple[str, str]:
+    """(what invoke() is called with: the name, with a qualifier if any; the version that runs
+    unless an alias says otherwise) of a mapping's FunctionArn."""
+    parts = function_arn.split(":")
+    name = parts[6] if len(parts) > 6 else function_arn
+    qualifier = parts[7] if len(parts) > 7 else None
+    return (f"{name}:{qualifier}" if qualifier and qualifier != "$LATEST" else name,
+            qualifier if qualifier and qualifier.isdigit() else "$LATEST")
+
+
+def starting_position(m: dict[str, Any]) -> tuple[str, float | None]:
+    """A mapping's StartingPosition (LATEST when none) and its timestamp in epoch seconds."""
+    position = m.get("StartingPosition") or "LATEST"
+    timestamp = m.get("StartingPositionTimestamp")
+    if isinstance(timestamp, datetime):
+        timestamp = timestamp.timestamp()
+    if position == "AT_TIMESTAMP" and timestamp is None:
+        raise invalid_parameter("StartingPositionTimestamp is required when StartingPosition is AT_TIMESTAMP.")
+    return position, timestamp
 
 
 def _int(value: Any, default: int) -> int:

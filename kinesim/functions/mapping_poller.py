@@ -12,12 +12,14 @@ from typing import Any, Callable
 
 from ..kinesis import consumers
 from ..kinesis.model import Shard, Stream
-from ..kinesis.reader import Checkpoint, ShardCursor, ShardMark, readable_shards, starting_checkpoint
+from ..kinesis.reader import Checkpoint, Record, ShardCursor, ShardMark, readable_shards, starting_checkpoint
 from ..protocol.errors import AwsError
+from . import events
 from . import mapping_status as status
+from .batches import sequence_number
 from .checkpoints import Checkpoints
 from .consumer_source import ConsumerSource
-from .filters import FilterCriteria
+from .filters import FilterCriteria, kinesis_view
 from .lane import Lane
 from .lane_runner import LanePool
 from .mapping_config import MappingConfig
@@ -140,6 +142,27 @@ class MappingPoller:
         if not destination:
             return None
         return self.failures.send(destination, record, self.config.uuid, shard_id, event)
+
+    # what the lanes send: AWS's Kinesis event (a Kafka mapping's poller answers in Kafka's shape,
+    # kafka_source.py); the lanes' batching, retries and checkpoints are the same for both
+
+    def record_entry(self, row: Record, stream: Stream, shard: Shard, role_arn: str) -> dict[str, Any]:
+        """One record as the event carries it."""
+        return events.kinesis_record(row, shard.shard_id, stream.arn, self.svc.settings.region, role_arn)
+
+    def record_key(self, row: Record, stream: Stream, shard: Shard) -> Any:
+        """What the function's `batchItemFailures` names the record by (None: its sequence number)."""
+        return None
+
+    reported_key = staticmethod(sequence_number)  # the key an `itemIdentifier` names (batches.judge)
+
+    def matches(self, entry: dict[str, Any], row: Record) -> bool:
+        """Whether the mapping's FilterCriteria let the record through (no filters: all do)."""
+        return self.filters is None or self.filters.matches(kinesis_view(entry, row[3]))
+
+    def batch_event(self, entries: list[dict[str, Any]], stream: Stream, shard: Shard) -> dict[str, Any]:
+        """The event of a batch of one shard's records (outside tumbling windows)."""
+        return events.kinesis_event(entries)
 
     def make_source(self, cursor: ShardCursor, mark: ShardMark) -> ShardSource:
         if self.config.consumer_arn is None:

@@ -1,6 +1,7 @@
 """Event source mapping operations: Create, Get, List, Update, Delete — Kinesis streams as sources,
-read directly or through an enhanced fan-out consumer (EventSourceArn = the consumer's ARN), and
-SQS queues, standard and FIFO (their parameters and AWS's rules for them: sqs_source.py).
+read directly or through an enhanced fan-out consumer (EventSourceArn = the consumer's ARN), SQS
+queues, standard and FIFO (their parameters and AWS's rules for them: sqs_source.py), and topics
+of kinesim's Kafka listener as a self-managed Apache Kafka source (kafka_mappings.py).
 
 The stored document is the EventSourceMappingConfiguration with `State` holding what the user
 asked for ("Enabled" or "Disabled"); the MappingManager runs pollers to match it. Answers to
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..kinesis import consumers
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
-from . import sqs_source
+from . import kafka_mappings, sqs_source
 from .errors import conflict, invalid_parameter
 
 if TYPE_CHECKING:
@@ -80,6 +81,10 @@ def _check_settings(svc: LambdaService, p: dict[str, Any]) -> None:
         # The ARN's service only: a queue, topic or bucket that does not exist yet is accepted, and
         # found out when a record is sent (it then holds the shard, as a missing S3 bucket does).
         svc.manager.check_destination(on_failure)
+    _check_record_age(p)
+
+
+def _check_record_age(p: dict[str, Any]) -> None:
     age = p.get("MaximumRecordAgeInSeconds")
     if age is not None and age != -1 and age < MIN_RECORD_AGE_S:
         raise invalid_parameter(
@@ -94,6 +99,8 @@ def _response(doc: dict[str, Any], state: str) -> dict[str, Any]:
 def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     # AWS's order (LocalStack's AWS recordings, test_event_source_mapping_exceptions): the source ARN's
     # presence, the DestinationConfig, the function, and only then the source itself.
+    if kafka_mappings.is_kafka(p):
+        return _create_kafka_mapping(svc, p)
     source = p.get("EventSourceArn")
     if not source:
         raise invalid_parameter("Unrecognized event source.")
@@ -135,7 +142,7 @@ def create_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
         doc["Tags"] = p["Tags"]
     with svc.lock:
         for other in svc.mappings.values():
-            if other["EventSourceArn"] == source and other["FunctionArn"] == function_arn:
+            if other.get("EventSourceArn") == source and other["FunctionArn"] == function_arn:
                 raise conflict(f'The event source arn (" {source} ") and function (" {name} ") provided mapping '
                                f"already exists. Please update or delete the existing mapping with UUID "
                                f"{other['UUID']}")
@@ -161,11 +168,29 @@ def _create_sqs_mapping(svc: LambdaService, p: dict[str, Any], source: str) -> d
     doc = sqs_source.new_document(p, uuid, function_arn, svc.mapping_arn(uuid), time.time(), enabled)
     with svc.lock:
         for other in svc.mappings.values():
-            if other["EventSourceArn"] == source and other["FunctionArn"] == function_arn:
+            if other.get("EventSourceArn") == source and other["FunctionArn"] == function_arn:
                 raise sqs_source.duplicate(source, name, other["UUID"])
         svc.manager.sync(doc)  # refuses what cannot run (a bad filter pattern)
         svc.save_mapping(doc)
     # AWS answers a mapping created disabled with "Disabled" (recorded), an enabled one "Creating".
+    return _response(doc, "Creating" if enabled else "Disabled")
+
+
+def _create_kafka_mapping(svc: LambdaService, p: dict[str, Any]) -> dict[str, Any]:
+    kafka_mappings.check_parameters(p, creating=True)
+    _check_record_age(p)
+    name, qualifier = svc.parse_function_ref(p["FunctionName"])
+    if not svc.has_function(name, qualifier):
+        raise invalid_parameter("Function does not exist")
+    function_arn = svc.function_arn(name, qualifier)
+    uuid = str(uuidlib.uuid4())
+    enabled = p.get("Enabled", True)
+    doc = kafka_mappings.new_document(p, uuid, function_arn, svc.mapping_arn(uuid), enabled)
+    with svc.lock:
+        kafka_mappings.check_unique(list(svc.mappings.values()), p, function_arn)
+        svc.manager.sync(doc)  # refuses what cannot run (a bad filter pattern)
+        svc.save_mapping(doc)
+    # As an SQS mapping (recorded): "Disabled" for one created disabled, else "Creating".
     return _response(doc, "Creating" if enabled else "Disabled")
 
 
@@ -176,7 +201,7 @@ def get_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: Req
 def list_event_source_mappings(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     mappings = sorted(svc.mappings.values(), key=lambda m: (m.get("CreatedAt", 0), m["UUID"]))
     if p.get("EventSourceArn"):
-        mappings = [m for m in mappings if m["EventSourceArn"] == p["EventSourceArn"]]
+        mappings = [m for m in mappings if m.get("EventSourceArn") == p["EventSourceArn"]]
     if p.get("FunctionName"):
         name, qualifier = svc.parse_function_ref(p["FunctionName"])
         wanted = svc.function_arn(name, qualifier)
@@ -198,9 +223,14 @@ def list_event_source_mappings(svc: LambdaService, p: dict[str, Any], context: R
 
 
 def update_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    queue = sqs_source.is_queue_arn(svc.mapping(p["UUID"])["EventSourceArn"])
+    current = svc.mapping(p["UUID"])
+    kafka = kafka_mappings.is_kafka(current)
+    queue = not kafka and sqs_source.is_queue_arn(current["EventSourceArn"])
     if queue:
         sqs_source.check_parameters(p)
+    elif kafka:
+        kafka_mappings.check_parameters(p, creating=False)
+        _check_record_age(p)
     else:
         _check_settings(svc, p)
     with svc.lock:
@@ -213,6 +243,8 @@ def update_event_source_mapping(svc: LambdaService, p: dict[str, Any], context: 
         if queue:
             sqs_source.apply(doc, p)
             sqs_source.check_batching(doc["EventSourceArn"], doc["BatchSize"], doc["MaximumBatchingWindowInSeconds"])
+        elif kafka:
+            kafka_mappings.apply(doc, p)
         else:
             for key in UPDATABLE:
                 if p.get(key) is not None:

@@ -1,6 +1,7 @@
 """Event source mappings' pollers: Kinesis shards read in order and fed to a function in batches.
-(A mapping whose source is an SQS queue gets an SqsPoller instead: sqs_poller.py; this manager
-starts, stops and reconfigures both kinds alike.)
+(A mapping whose source is an SQS queue gets an SqsPoller instead: sqs_poller.py; one whose source
+is a topic of kinesim's Kafka listener a KafkaPoller, this poller in Kafka's clothes: kafka_source.py;
+this manager starts, stops and reconfigures every kind alike.)
 
 A poller reads a stream's shards like any other consumer (the store's ordered log, waking on the
 shard's append condition), never from PutRecord, and follows what AWS documents for Kinesis
@@ -57,6 +58,7 @@ from ..destinations import Destinations
 from ..kinesis.service import KinesisService
 from ..s3.objects import ObjectStore
 from ..store import Store
+from . import kafka_mappings
 from . import mapping_status as status
 from .batch_timeline import BatchTimeline
 from .batches import Invocation, Invoke
@@ -115,7 +117,12 @@ class MappingManager:
         an OnFailure destination of the wrong service). State "Updating" keeps a running poller running.
         """
         config: MappingConfig | SqsMappingConfig
-        if is_queue_arn(mapping["EventSourceArn"]):
+        if kafka_mappings.is_kafka(mapping):
+            # Imported on first use: it loads the Kafka side (kio's schemas), which a server whose
+            # mappings read no topic need not load.
+            from .kafka_source import KafkaMappingConfig
+            config = KafkaMappingConfig.from_kafka_mapping(mapping, self.settings)
+        elif is_queue_arn(mapping["EventSourceArn"]):
             config = SqsMappingConfig.from_mapping(mapping)
         else:
             config = MappingConfig.from_mapping(mapping)
@@ -135,10 +142,18 @@ class MappingManager:
                 return
             if current is not None:
                 current.stop()
-            poller = SqsPoller(self, config) if isinstance(config, SqsMappingConfig) else MappingPoller(self, config)
+            poller = self._poller(config)
             self.pollers[config.uuid] = poller
             if enabled:
                 poller.start()
+
+    def _poller(self, config: MappingConfig | SqsMappingConfig) -> MappingPoller | SqsPoller:
+        if isinstance(config, SqsMappingConfig):
+            return SqsPoller(self, config)
+        if kafka_mappings.is_kafka_config(config):
+            from .kafka_source import KafkaPoller
+            return KafkaPoller(self, config)  # type: ignore[arg-type]
+        return MappingPoller(self, config)
 
     def timeline(self, uuid: str) -> BatchTimeline:
         """The mapping's batch outcomes (made on first use)."""

@@ -89,13 +89,16 @@ class ShardCursor:
         self.position = batch.next_position
         return batch
 
-    def read_from(self, position: int, limit: int = MAX_READ, max_bytes: int = MAX_GET_BYTES) -> Batch:
-        """Records from `position` on (at least one if any, however large); the cursor stays."""
+    def read_from(self, position: int, limit: int = MAX_READ, max_bytes: int = MAX_GET_BYTES,
+                  kafka: bool = False) -> Batch:
+        """Records from `position` on (at least one if any, however large); the cursor stays.
+        `kafka`: the store's rows with their Kafka column (records.read_batch), not Records."""
         closed = not self.shard.is_open  # read before the records: a closed shard's tip is final
         if position >= self.shard.next_index:  # an idle shard costs no store read
             return Batch([], position, True, closed)
-        rows, next_position, at_tip = read_batch(self.kinesis, self.stream, self.shard, position, limit, max_bytes)
-        return Batch(list(map(Record._make, rows)), next_position, at_tip, closed and at_tip)
+        rows, next_position, at_tip = read_batch(self.kinesis, self.stream, self.shard, position, limit, max_bytes,
+                                                 kafka)
+        return Batch(rows if kafka else list(map(Record._make, rows)), next_position, at_tip, closed and at_tip)
 
     def wait(self, timeout: float, position: int | None = None, until: Callable[[], bool] | None = None) -> bool:
         """Until a record at `position` (default: the cursor's) exists, the shard closes, the

@@ -75,7 +75,7 @@ def add_routes(app: Flask, edge: "Edge") -> None:
         for mapping in mappings_of(svc, name):
             if wanted and mapping["UUID"] != wanted:
                 continue
-            source = _source(mapping["EventSourceArn"])[1]
+            source = _mapping_source(mapping)[1]
             entries.extend({**e, "mapping": mapping["UUID"], "source": source}
                            for e in svc.mapping_timeline(mapping["UUID"]))
         entries.sort(key=lambda e: (e["t"], e["id"]), reverse=True)
@@ -127,11 +127,26 @@ def _source(arn: str) -> tuple[str, str, str | None]:
     return kind, stream, "/_kinesim/console/streams/" + stream
 
 
+def _mapping_source(doc: dict[str, Any]) -> tuple[str, str, str | None]:
+    """(kind, short name, console page) of a mapping's source: an ARN's, or a Kafka topic's (a
+    self-managed Kafka source has no ARN: its topic is one of the server's streams)."""
+    if doc.get("EventSourceArn"):
+        return _source(doc["EventSourceArn"])
+    topic = (doc.get("Topics") or [""])[0]
+    return "kafka", topic, "/_kinesim/console/streams/" + topic
+
+
+def _source_arn(doc: dict[str, Any]) -> str:
+    """A mapping's EventSourceArn; a Kafka source's bootstrap servers, which stand for it."""
+    endpoints = ((doc.get("SelfManagedEventSource") or {}).get("Endpoints") or {}).get("KAFKA_BOOTSTRAP_SERVERS")
+    return doc.get("EventSourceArn") or ",".join(endpoints or [])
+
+
 def mapping_row(svc: LambdaService, doc: dict[str, Any]) -> dict[str, Any]:
     """A mapping as its function's page and the overview list it: state, source, settings, and
     its health (last result, lag, the last batch, outcome counts of the kept timeline)."""
     live = svc.live_mapping(doc)
-    kind, source, source_href = _source(doc["EventSourceArn"])
+    kind, source, source_href = _mapping_source(doc)
     timeline = svc.mapping_timeline(doc["UUID"])
     counts: dict[str, int] = {}
     for entry in timeline:
@@ -142,7 +157,7 @@ def mapping_row(svc: LambdaService, doc: dict[str, Any]) -> dict[str, Any]:
     on_failure = ((doc.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
     return {
         "uuid": doc["UUID"], "function": doc["FunctionArn"].split(":function:", 1)[1],
-        "source_arn": doc["EventSourceArn"], "source_kind": kind, "source": source, "source_href": source_href,
+        "source_arn": _source_arn(doc), "source_kind": kind, "source": source, "source_href": source_href,
         "state": live.get("State"), "last_result": live.get("LastProcessingResult"),
         "batch_size": doc.get("BatchSize"), "batching_window_s": doc.get("MaximumBatchingWindowInSeconds"),
         "starting_position": doc.get("StartingPosition"), "parallelization": doc.get("ParallelizationFactor"),

@@ -11,6 +11,9 @@ Resharding (plan §4 rule 3): a partition without an offset whose shard descends
 committed on is answered offset 0, not -1, so the consumer reads the child from its start whatever
 its auto.offset.reset says (with "latest", Kafka's default, it would skip what was produced to the
 child before the group took it: the classic loss after adding partitions).
+
+In-process consumers (a Lambda event source mapping on a topic: functions/kafka_source.py) commit
+with `save_offsets` and read with `committed_offset`, so their groups are what this module answers.
 """
 from __future__ import annotations
 
@@ -55,11 +58,40 @@ def _commit(svc: Any, body: Any) -> dict[tuple[str, int], int]:
                 codes[(topic.name, part.partition_index)] = errors.OFFSET_METADATA_TOO_LARGE
             else:
                 codes[(topic.name, part.partition_index)] = errors.NONE
-                docs[f"{body.group_id}/{shard.uid}"] = {
-                    "offset": part.committed_offset, "leader_epoch": getattr(part, "committed_leader_epoch", -1),
-                    "metadata": metadata, "at": now, "topic": topic.name, "partition": part.partition_index}
-    svc.store.put_documents(OFFSET_DOCUMENT, docs)  # one transaction; committed before the answer
+                docs[shard.uid] = offset_document(topic.name, part.partition_index, part.committed_offset, metadata,
+                                                  getattr(part, "committed_leader_epoch", -1), now)
+    save_offsets(svc.store, body.group_id, docs)  # one transaction; committed before the answer
     return codes
+
+
+# Shared with in-process consumers (the module's doc).
+
+def offset_document(topic: str, partition: int, offset: int, metadata: str | None = None, leader_epoch: int = -1,
+                    at: float | None = None) -> dict[str, Any]:
+    """A committed offset as stored: the next offset the group reads in the partition."""
+    return {"offset": offset, "leader_epoch": leader_epoch, "metadata": metadata,
+            "at": time.time() if at is None else at, "topic": topic, "partition": partition}
+
+
+def save_offsets(store: Any, group_id: str, docs: dict[int, dict[str, Any]]) -> None:
+    """Commit `docs` (offset_document by shard uid) for the group, in one transaction."""
+    store.put_documents(OFFSET_DOCUMENT, {f"{group_id}/{uid}": doc for uid, doc in docs.items()})
+
+
+def committed_offset(store: Any, group_id: str, stream: Any, shard: Any) -> int | None:
+    """The group's committed offset in `shard`'s partition; 0 for a shard without one whose
+    ancestors have one (module doc: resharding); None when the group has none (the consumer's
+    reset policy, or a mapping's StartingPosition, applies)."""
+    doc = store.document(OFFSET_DOCUMENT, f"{group_id}/{shard.uid}")
+    if doc is not None:
+        return doc["offset"]
+    return 0 if _inherits(store, group_id, stream, shard) else None
+
+
+def _inherits(store: Any, group_id: str, stream: Any, shard: Any) -> bool:
+    """Whether the group committed on one of the shard's ancestors (module doc: resharding)."""
+    return resharding.inherits(
+        stream, shard, lambda parent: store.document(OFFSET_DOCUMENT, f"{group_id}/{parent.uid}") is not None)
 
 
 def _commit_answer(body: Any, code_of: Any) -> dict[str, Any]:
@@ -97,8 +129,7 @@ def _fetch(svc: Any, group_id: str, wanted: Any) -> list[dict[str, Any]]:
         for index in topic.partition_indexes:
             shard = topics.shard_of(stream, index) if not code else None
             doc = store.document(OFFSET_DOCUMENT, f"{group_id}/{shard.uid}") if shard is not None else None
-            if doc is None and shard is not None and resharding.inherits(
-                    stream, shard, lambda parent: store.document(OFFSET_DOCUMENT, f"{group_id}/{parent.uid}") is not None):
+            if doc is None and shard is not None and _inherits(store, group_id, stream, shard):
                 doc = {"offset": 0}
             parts.append(_partition(index, doc))
         out.append({"name": topic.name, "partitions": parts})
