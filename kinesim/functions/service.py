@@ -33,7 +33,7 @@ from ..protocol.validation import ModelValidator
 from ..store import Store
 from .async_destinations import RecordSender
 from .async_invoke import AsyncInvoker
-from . import event_invoke_config_api, functions_api, layers_api, recursion, set_up, versions_api
+from . import event_invoke_config_api, layers_api, recursion, set_up, versions_api
 from .code import CodeStore
 from .concurrency import ConcurrencyGate
 from .concurrency_api import reserved_concurrency
