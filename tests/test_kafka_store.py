@@ -390,7 +390,7 @@ def test_meta_round_trips_and_stays_small():
     for timestamp, key, headers, null_value, producer in cases:
         meta = encode_meta(timestamp, key, headers, null_value, producer)
         assert tuple(decode_meta(meta)) == (timestamp, key, headers, null_value, producer)
-    assert len(encode_meta(1795985943297)) == 8  # a keyed record without headers: version, flags, timestamp
+    assert len(encode_meta(1795985943297)) == 10  # a keyed record without headers: version, flags, 8-byte timestamp
     with pytest.raises(ValueError):
         decode_meta(b"\x09\x00\x00")
 

@@ -10,8 +10,9 @@ Records: a Kafka record is stored as a Kinesis one (kafka/§3): value -> data, k
 (`partition_key`), arrival = the server's time; what Kinesis has no place for (the producer's
 timestamp, headers, key bytes that are no partition key, a null value, the producer's id/epoch/
 sequence) goes to the row's `kafka` column, encoded by `encode_meta`: a version byte, a flags
-byte, then zigzag/unsigned varints and length-prefixed bytes (~8 bytes for a keyed record without
-headers). Records put through Kinesis have no meta; `record_of` gives them Kafka's view.
+byte, the timestamp as a fixed 8-byte integer (Fetch reads it with one unpack: a varint cost ~0.5
+µs per record in Python), then zigzag/unsigned varints and length-prefixed bytes (10 bytes for a
+keyed record without headers). Records put through Kinesis have no meta; `record_of` gives them Kafka's view.
 """
 from __future__ import annotations
 
@@ -159,13 +160,8 @@ def build_rows(rows: list[tuple]) -> bytes:
     for index, _, pk, data, arrival, meta in rows:
         if meta is None:
             append(index - base, round(arrival * 1000), pk.encode() if pk else None, data, no_headers)
-        elif meta[0] == VERSION and meta[1] == 0:
-            # the timestamp: a zigzag varint from byte 2, nothing after it
-            n = shift = 0
-            for b in meta[2:]:
-                n |= (b & 0x7F) << shift
-                shift += 7
-            append(index - base, (n >> 1) ^ -(n & 1), pk.encode() if pk else None, data, no_headers)
+        elif meta[0] == VERSION and meta[1] == 0:  # the timestamp only
+            append(index - base, timestamp_at(meta, 2)[0], pk.encode() if pk else None, data, no_headers)
         else:
             r = record_of((index, None, pk, data, arrival, meta), index - base)
             append(r.offset_delta, r.timestamp_ms, r.key, r.value, r.headers)
@@ -197,6 +193,8 @@ def partition_key(key: bytes | None) -> tuple[str, bytes | None]:
 
 VERSION = 1
 _KEY, _NULL_VALUE, _HEADERS, _PRODUCER = 1, 2, 4, 8
+_TIMESTAMP = struct.Struct(">q")
+timestamp_at = _TIMESTAMP.unpack_from
 
 
 class Meta(NamedTuple):
@@ -226,7 +224,7 @@ def encode_meta(timestamp_ms: int, key: bytes | None = None, headers: list[tuple
     flags = (_KEY if key is not None else 0) | (_NULL_VALUE if null_value else 0) | \
         (_HEADERS if headers else 0) | (_PRODUCER if producer is not None else 0)
     out = bytearray((VERSION, flags))
-    _varint(timestamp_ms, out)
+    out += _TIMESTAMP.pack(timestamp_ms)
     if key is not None:
         _uvarint(len(key), out)
         out += key
@@ -267,7 +265,7 @@ def decode_meta(meta: bytes) -> Meta:
     if not meta or meta[0] != VERSION:
         raise ValueError(f"kafka meta of unknown version {meta[:1]!r}")
     flags = meta[1]
-    timestamp, pos = _read_varint(meta, 2)
+    timestamp, pos = timestamp_at(meta, 2)[0], 2 + _TIMESTAMP.size
     if not flags & ~_NULL_VALUE:  # the common record: a key that is its partition key, no headers
         return Meta(timestamp, None, [], bool(flags), None)
     key = None
