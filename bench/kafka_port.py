@@ -17,7 +17,10 @@ port with `--kafka-port`, and every path runs against it, one after the other, e
                           (workloads.drain_worker), of the kinesis-raw stream
            raw Fetch      Fetch v12 (1 MiB per partition) from offset 0, one connection per
                           partition, answers decoded with kio and aiokafka's batch reader: the
-                          Kafka counterpart of the drain, client for client (raw_fetch_worker)
+                          Kafka counterpart of the drain, client for client (raw_fetch_worker),
+                          of the kinesis-raw stream (the drain's own records; the two drains run
+                          twice, alternating, and the better pass of each is compared) and of the
+                          confluent topic
            confluent      confluent-kafka Consumer, assign() from the beginning, no group, of the
                           confluent stream (and, as a second figure, of the kafka-python stream)
 
