@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, unquote
 
 from .iam.evaluate import Caller, allows, denied_message
 from .protocol.errors import AwsError
-from .scopes import SERVED_BY, Scope, credential
+from .scopes import SERVED_BY, Scope, credential, is_account
 from .sqs.errors import queue_does_not_exist
 
 # Only the owner manages a stream's or consumer's policy (PutResourcePolicy's API reference).
@@ -77,11 +77,18 @@ class CrossAccount:
             return self._sqs(environ, op, params, service)
         return service
 
+    def _check(self, environ: dict[str, Any], scope: Scope, policy: Any, action: str, resource: str,
+               refusal: Callable[[Caller], Exception]) -> None:
+        """Raise the service's `refusal` unless the resource's policy allows the caller the action."""
+        caller = self.caller(environ, scope)
+        if policy is None or not allows(policy, caller, action, resource):
+            raise refusal(caller)
+
     def _owner(self, environ: dict[str, Any], account: str) -> tuple[Scope, Any] | None:
         """The caller's scope and the owner's services in the caller's region, when `account` is
         another account whose services exist (None: the call is the caller's own to answer)."""
         scope = self.root.resolve(environ)
-        if account == scope.account or not re.fullmatch(r"\d{12}", account):
+        if account == scope.account or not is_account(account):
             return None
         return scope, self.root.existing_scope(Scope(account, scope.region))
 
@@ -101,9 +108,8 @@ class CrossAccount:
         qualifier = parse_qs(environ.get("QUERY_STRING", "")).get("Qualifier", [None])[0]
         action = f"lambda:{op or 'UpdateFunctionConfiguration'}"
         policy = owner.functions.resource_policy(ref, qualifier) if owner is not None and op else None
-        caller = self.caller(environ, scope)
-        if policy is None or not allows(policy, caller, action, ref if not qualifier else f"{ref}:{qualifier}"):
-            raise AwsError("AccessDeniedException", denied_message(caller.arn, action, ref), 403)
+        self._check(environ, scope, policy, action, ref if not qualifier else f"{ref}:{qualifier}",
+                    lambda caller: AwsError("AccessDeniedException", denied_message(caller.arn, action, ref), 403))
         environ[SERVED_BY] = owner.scope
 
     def sns_call(self, environ: dict[str, Any]) -> None:
@@ -130,9 +136,8 @@ class CrossAccount:
         # SNS's actions are written in capitals in its policies (its default policy's "SNS:Publish")
         action = f"SNS:{params.get('Action', [''])[0]}"
         policy = owner.sns.topic_policy(arn) if owner is not None else None
-        caller = self.caller(environ, scope)
-        if policy is None or not allows(policy, caller, action, arn):
-            raise AwsError("AuthorizationError", denied_message(caller.arn, action, arn), 403)
+        self._check(environ, scope, policy, action, arn,
+                    lambda caller: AwsError("AuthorizationError", denied_message(caller.arn, action, arn), 403))
         environ[SERVED_BY] = owner.scope
 
     def _kinesis(self, environ: dict[str, Any], op: str, arn: Any, service: Any) -> Any:
@@ -145,9 +150,8 @@ class CrossAccount:
         scope, owner = found
         action = f"kinesis:{op}"
         policy = owner.kinesis.policies.get(arn) if owner is not None and op not in _OWNER_ONLY else None
-        caller = self.caller(environ, scope)
-        if policy is None or not allows(policy, caller, action, arn):
-            raise AwsError("AccessDeniedException", denied_message(caller.arn, action, arn), 400)
+        self._check(environ, scope, policy, action, arn,
+                    lambda caller: AwsError("AccessDeniedException", denied_message(caller.arn, action, arn), 400))
         return owner.services["Kinesis_20131202"]
 
     def _sqs(self, environ: dict[str, Any], op: str, params: dict[str, Any], service: Any) -> Any:
@@ -165,11 +169,12 @@ class CrossAccount:
         scope, owner = found
         policy = owner.sqs.queue_policy(name) if owner is not None else None
         arn = f"arn:{scope.partition}:sqs:{scope.region}:{account}:{name}"
-        caller = self.caller(environ, scope)
-        if policy is None or not allows(policy, caller, f"sqs:{op}", arn):
+
+        def refusal(caller: Caller) -> Exception:
             if op == "GetQueueUrl":  # AWS does not tell a queue it may not see from a missing one
-                raise queue_does_not_exist()
+                return queue_does_not_exist()
             # SQS's answer to a call its policies do not allow (the text of AWS's, as SDK issues quote it)
-            raise AwsError("AccessDenied", f"Access to the resource https://sqs.{scope.region}.amazonaws.com/ "
-                                           "is denied.", 403)
+            return AwsError("AccessDenied", f"Access to the resource https://sqs.{scope.region}.amazonaws.com/ "
+                                            "is denied.", 403)
+        self._check(environ, scope, policy, f"sqs:{op}", arn, refusal)
         return owner.sqs

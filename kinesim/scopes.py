@@ -54,6 +54,11 @@ def is_region(name: str | None) -> bool:
     return bool(name) and _REGION.fullmatch(name) is not None
 
 
+def is_account(text: str | None) -> bool:
+    """Whether `text` is an account id: 12 digits."""
+    return bool(text) and _ACCOUNT.fullmatch(text) is not None
+
+
 def credential(environ: dict[str, Any]) -> list[str] | None:
     """The request's SigV4 credential, `[key_id, date, region, service, "aws4_request"]`, from its
     Authorization header or its X-Amz-Credential query parameter (a presigned URL); `[key_id]` of
@@ -147,7 +152,7 @@ class Resolver:
     def account_of(self, key: str) -> str:
         """The account of a long-term key id: 12 digits are the account; an IAM user's key is its
         user's account; anything else is the server's account."""
-        if _ACCOUNT.fullmatch(key):
+        if is_account(key):
             return key
         if key.startswith("AKIA"):
             encoded = account_of_key(key)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -33,12 +32,11 @@ from .protocol.request_ids import request_id
 from .scope_services import API_DATE, ScopeServices
 from .scoped_store import ScopedStore, prefix, scopes_with_documents
 from .cross_account import CrossAccount
-from .scopes import SERVED_BY, Resolver, Scope, is_region
+from .scopes import SERVED_BY, Resolver, Scope, is_account, is_region
 from .store import Store
 
 log = logging.getLogger("kinesim.services")
 
-_ACCOUNT = re.compile(r"\d{12}")
 MAX_SCOPES = 200
 
 
@@ -125,7 +123,7 @@ class Services:
         """The services of the account and region an ARN names (the server's own for an ARN that
         names none, whose service then answers that it has no such resource)."""
         parts = arn.split(":", 5)
-        if len(parts) == 6 and is_region(parts[3]) and _ACCOUNT.fullmatch(parts[4]):
+        if len(parts) == 6 and is_region(parts[3]) and is_account(parts[4]):
             return self.scope(Scope(parts[4], parts[3]))
         return self.own_scope
 

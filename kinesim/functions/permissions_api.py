@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import AwsError
 from ..protocol.rest import RequestContext
+from ..scopes import is_account
 from .errors import conflict, invalid_parameter, resource_not_found
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ UNQUALIFIED = ""
 # Service principals end in amazonaws.com (.cn in China), Alexa's in amazon.com; "*", an account
 # id and an IAM ARN are the other forms AWS accepts.
 _SERVICE_PRINCIPAL = re.compile(r"[a-z0-9][a-z0-9.-]*\.(?:amazonaws\.com(?:\.cn)?|amazon\.com)")
-_ACCOUNT = re.compile(r"\d{12}")
 
 
 def _not_found() -> AwsError:
@@ -56,7 +56,7 @@ def _target(svc: LambdaService, p: dict[str, Any], reading: bool = False) -> tup
 def _principal(principal: str, account_id: str) -> Any:
     if principal == "*":
         return "*"
-    if _ACCOUNT.fullmatch(principal):
+    if is_account(principal):
         return {"AWS": f"arn:aws:iam::{principal}:root"}
     if principal.startswith("arn:"):
         return {"AWS": principal}

@@ -103,7 +103,7 @@ class Request:
         if scope is not None:
             return scope
         parts = scopes.credential(self.environ) or []
-        account = parts[0] if parts and re.fullmatch(r"[0-9]{12}", parts[0]) else self.settings.account_id
+        account = parts[0] if parts and scopes.is_account(parts[0]) else self.settings.account_id
         region = parts[2] if len(parts) > 2 and scopes.is_region(parts[2]) else self.settings.region
         return scopes.Scope(account, region)
 
