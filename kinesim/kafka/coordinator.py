@@ -13,11 +13,15 @@ id handed out by MEMBER_ID_REQUIRED that never joins. At Stable and at Empty the
 is saved (in the pool, in call order), so a restarted server has it Stable again and members'
 heartbeats and commits carry on.
 
-A generation remembers how many partitions of each topic its leader assigned; a heartbeat that
-finds a topic with more (a reshard added shards: plan §4 rule 4) moves the group to
-PreparingRebalance, so its members rejoin and the leader assigns the new partitions within a
-heartbeat interval instead of at its next metadata refresh (5 minutes). It is a dictionary lookup
-per subscribed topic, on the loop.
+A generation remembers its topics' partition counts when it formed and how many of each its
+leader assigned. A heartbeat that finds a topic grown since the generation formed (a reshard added
+shards: plan §4 rule 4) moves the group to PreparingRebalance at once, so its members rejoin and
+the leader assigns the new partitions within a heartbeat interval instead of at its next metadata
+refresh (5 minutes). One that finds partitions the leader left out (it assigned from metadata older
+than the topic: kafka-python can lose a refresh it asked for) does so only after LEADER_GRACE_S of
+the generation: a leader that had no metadata yet rejoins by itself at once, and a rebalance forced
+on top of its own cut its SyncGroup short (kafka-python 3.0.12 can go silent for good after that).
+It is a dictionary lookup per subscribed topic, on the loop.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from .groups import COMPLETING, DEAD, EMPTY, GROUP_DOCUMENT, PREPARING, STABLE, 
 log = logging.getLogger("kinesim.kafka")
 
 MIN_SESSION_MS, MAX_SESSION_MS = 6000, 1_800_000  # Kafka's group.min/max.session.timeout.ms
+LEADER_GRACE_S = 3.0  # a stable generation's time to fix a short assignment by itself (the module's doc)
 
 
 class Coordinator:
@@ -158,6 +163,7 @@ class Coordinator:
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.protocol = group.select_protocol()
+        group.formed = resharding.layout(self.svc, group.topics())
         group.layout = None  # taken from the leader's assignments (SyncGroup)
         group.state = COMPLETING
         for m in group.members.values():
@@ -189,7 +195,7 @@ class Coordinator:
         if member.id == group.leader:
             for m in group.members.values():
                 m.assignment = assignments.get(m.id, b"")
-            group.layout = group.assigned()
+            group.layout, group.stable_since = group.assigned(), self.loop.time()
             group.state = STABLE
             await self._save(group)  # the answers follow the save: a restart finds the group Stable
             for m in group.members.values():
@@ -212,18 +218,21 @@ class Coordinator:
         return errors.NONE
 
     def _resharded(self, group: Group) -> bool:
-        """Whether a subscribed topic has more partitions than the leader assigned (a group loaded
-        after a restart takes its counts from the assignments it saved)."""
+        """Whether a subscribed topic has grown since the generation formed, or has partitions the
+        leader left out for LEADER_GRACE_S (a group loaded after a restart takes the counts at
+        its first heartbeat, and the assignments it saved)."""
+        if group.formed is None:
+            group.formed = resharding.layout(self.svc, group.topics())
         if group.layout is None:
             group.layout = group.assigned()
-            if group.layout is None:
-                return False
-        now = resharding.layout(self.svc, group.layout)
-        if all(now[t] <= n for t, n in group.layout.items()):
-            return False
-        log.info("kafka: group %s: partitions added to %s, rebalancing", group.id,
-                 sorted(t for t, n in group.layout.items() if now[t] > n))
-        return True
+        now = resharding.layout(self.svc, group.formed)
+        grown = sorted(t for t, n in group.formed.items() if now[t] > n)
+        if not grown and group.layout is not None and self.loop.time() - group.stable_since >= LEADER_GRACE_S:
+            assigned = resharding.layout(self.svc, group.layout)
+            grown = sorted(t for t, n in group.layout.items() if assigned[t] > n)
+        if grown:
+            log.info("kafka: group %s: partitions of %s not assigned, rebalancing", group.id, grown)
+        return bool(grown)
 
     def leave(self, group_id: str, member_id: str, instance: str | None) -> int:
         group = self.groups.get(group_id)

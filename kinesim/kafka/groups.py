@@ -72,12 +72,12 @@ class Group:
     join_timer: asyncio.TimerHandle | None = None
     initial_until: float | None = None  # the initial rebalance delay's end, while it runs
     rebalance_deadline: float = 0.0
-    # How many partitions of each subscribed topic the leader assigned (resharding, plan §4 rule 4):
-    # a heartbeat that finds a topic with more moves the group to rebalance. Taken from the
-    # assignments, not from the topic when the generation formed: a leader may assign from
-    # metadata older than that (kafka-python can lose a refresh it asked for), and the partitions
-    # it did not know would then wait for its next metadata refresh (5 minutes). None: not taken yet.
+    # Resharding (plan §4 rule 4; kafka/coordinator.py's doc): each subscribed topic's partition
+    # count when the generation formed, and how many of its partitions the leader assigned (a
+    # leader may assign from metadata older than the topic). None: not taken yet.
+    formed: dict[str, int] | None = None
     layout: dict[str, int] | None = None
+    stable_since: float = 0.0  # loop time the generation became Stable
 
     def static(self, instance: str | None) -> Member | None:
         if instance is None:
