@@ -141,8 +141,12 @@ class KafkaListener:
             await writing  # ends at the reader's end-of-stream mark, or raises the first failure
         finally:
             reading.cancel()
-            conn.drop()
-            await asyncio.gather(reading, return_exceptions=True)
+            try:
+                await asyncio.gather(reading, return_exceptions=True)
+            finally:
+                # After the reader's end: its last act may be to queue a cut-short frame's failure,
+                # which nobody would retrieve (asyncio logs it) if dropped before.
+                conn.drop()
 
     async def _read_frames(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                            conn: "_Pipeline") -> None:
